@@ -1,0 +1,1 @@
+"""streamwire benchmarks: ``./dev bench`` (or ``python -m bench [name ...]``)."""

@@ -1,0 +1,1 @@
+"""streamwire: typed, resumable Server-Sent Events."""

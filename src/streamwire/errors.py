@@ -1,0 +1,144 @@
+"""Every exception streamwire raises.
+
+::
+
+    StreamwireError                  .retryable (class default; an instance may override it)
+    ├─ SSEDecodeError                bytes broke a decoder limit; names the limit and how to raise it
+    ├─ MalformedFrameError           a known event whose JSON or envelope does not validate (retryable)
+    ├─ StreamDropError               the body ended (or the transport broke) before a terminal frame (retryable)
+    ├─ StreamTruncatedError          the cursor is below the retention floor; carries .floor
+    ├─ StreamFailedError             the stream ended with a ``fail`` frame; retryable when recoverable
+    ├─ UsageError                    the caller's fault (also a RuntimeError)
+    └─ LogError                      a stream log (backend) failed; foreign errors are chained ``from``
+       ├─ StreamNotFoundError        no stream with that id (status_hint 404)
+       ├─ StreamStateError           the operation does not fit the stream's status (status_hint 409)
+       └─ LogLimitError              a chunk or request over a configured limit (status_hint 413)
+
+``status_hint`` is the HTTP status a server should answer with when this error reaches its edge
+(h11's ``error_status_hint``); the server never puts the message of an unexpected exception on the
+wire unless the application opts in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "LogError",
+    "LogLimitError",
+    "MalformedFrameError",
+    "SSEDecodeError",
+    "StreamDropError",
+    "StreamFailedError",
+    "StreamNotFoundError",
+    "StreamStateError",
+    "StreamTruncatedError",
+    "StreamwireError",
+    "UsageError",
+]
+
+
+class StreamwireError(Exception):
+    """Base of every streamwire error. ``retryable`` says whether re-attaching may succeed."""
+
+    retryable: bool = False
+    status_hint: int = 500
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        if retryable is not None:
+            self.retryable = retryable
+
+
+class SSEDecodeError(StreamwireError):
+    """The SSE byte stream exceeded a decoder limit. ``limit`` names the keyword to raise;
+    ``events`` holds the events decoded from the same input before the limit tripped."""
+
+    status_hint = 413
+
+    def __init__(self, message: str, *, limit: str, events: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.events: list[Any] = events if events is not None else []
+
+
+class MalformedFrameError(StreamwireError):
+    """A known wire-v2 event whose JSON or envelope does not validate (never a skip, never an end)."""
+
+    retryable = True
+
+    def __init__(self, message: str, *, event: str, data: str) -> None:
+        super().__init__(message)
+        self.event = event
+        self.data = data
+
+
+class StreamDropError(StreamwireError):
+    """The connection ended with no terminal frame (seed ruling a): re-attach from ``cursor``."""
+
+    retryable = True
+
+    def __init__(self, message: str = "stream ended without a terminal frame", *,
+                 cursor: int | None = None) -> None:
+        super().__init__(message)
+        self.cursor = cursor
+
+
+class StreamTruncatedError(StreamwireError):
+    """The reader's cursor is below the retention floor: refetch a snapshot, resume from ``floor``."""
+
+    def __init__(self, message: str, *, floor: int,
+                 error_detail: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.floor = floor
+        self.error_detail: dict[str, Any] = error_detail if error_detail is not None else {
+            "code": "TRUNCATED"}
+
+
+class StreamFailedError(StreamwireError):
+    """The stream ended with a ``fail`` frame. ``retryable`` is the frame's ``recoverable``."""
+
+    def __init__(self, error: str, *, error_detail: dict[str, Any] | None = None,
+                 recoverable: bool = False) -> None:
+        super().__init__(error, retryable=recoverable)
+        self.error = error
+        self.error_detail = error_detail
+        self.recoverable = recoverable
+
+
+class UsageError(StreamwireError, RuntimeError):
+    """The caller used the API wrongly (an event outside the contract, a reused object, …)."""
+
+    status_hint = 400
+
+
+class LogError(StreamwireError):
+    """A stream log failed. Backend exceptions are chained as ``__cause__``."""
+
+    status_hint = 503
+
+
+class StreamNotFoundError(LogError):
+    """No stream with this id."""
+
+    status_hint = 404
+
+    def __init__(self, stream_id: str) -> None:
+        super().__init__(f"no stream with id {stream_id!r}")
+        self.stream_id = stream_id
+
+
+class StreamStateError(LogError):
+    """The operation does not fit the stream's current status (e.g. append after end)."""
+
+    status_hint = 409
+
+
+class LogLimitError(LogError):
+    """A chunk, batch or cursor is outside what the log accepts. ``limit`` names the setting."""
+
+    status_hint = 413
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit

@@ -1,0 +1,128 @@
+"""The durable stream log: where a run's chunks live so readers can attach, leave and re-attach.
+
+One async API (``StreamLog``), several backends: ``streamwire.log.memory.MemoryLog`` (the default),
+``streamwire.log.sqlite.SQLiteLog`` (a file) and ``streamwire.log.redis.RedisLog`` (many servers).
+Every backend passes the same contract suite, ``streamwire.testing``.
+
+Semantics (wire v2, ``../shared/seeds/000_*``):
+
+* sequences start at 1 and are monotonic and gap-free per stream, also across ``reset_stream``
+  (a new run continues the counter, so an old cursor never aliases a new chunk);
+* ``read(stream_id, cursor)`` yields every retained chunk with sequence > cursor, then
+  ``CaughtUpFrame(head)``, then live chunks and ``RewoundFrame`` markers, then exactly one terminal
+  frame (``EndFrame``, ``FailFrame`` or ``TruncatedFrame``) and stops;
+* ``TruncatedFrame(floor)`` answers a cursor below the floor while a cleanup marker is set
+  (decision 1), and whenever retention trimming removed chunks above the cursor: never a silent gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Literal, Protocol, TypeAlias, final, runtime_checkable
+
+import msgspec
+
+from ..frames import EndStatus, RewoundFrame, StreamFrame
+
+__all__ = ["StreamInfo", "StreamLog", "StreamStatus"]
+
+#: A stream's status: ``active`` while its writer runs, then one of the four final statuses.
+StreamStatus: TypeAlias = Literal["active", "completed", "paused", "interrupted", "failed"]
+
+
+@final
+class StreamInfo(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """A stream's state as ``info`` reports it (wire names camelCase, as ``GET /info`` sends).
+
+    ``floor`` is the highest sequence that is not replayable (MIN(sequence) - 1, or ``head`` when
+    no chunk is retained); ``oldest_retained_sequence`` is MIN(sequence), or None when empty.
+    ``truncated_at_step`` is the cleanup marker. ``epoch`` names this incarnation of the stream's
+    data (it changes when a backend lost the stream and it was recreated).
+    """
+
+    stream_id: str
+    status: StreamStatus
+    head: int
+    floor: int
+    oldest_retained_sequence: int | None = None
+    truncated_at_step: int | None = None
+    epoch: str = ""
+    # end payload (status completed / paused / interrupted)
+    output: Any = None
+    state: Any = None
+    usage: dict[str, Any] | None = None
+    # fail payload (status failed)
+    error: str | None = None
+    error_detail: dict[str, Any] | None = None
+    recoverable: bool | None = None
+
+
+@runtime_checkable
+class StreamLog(Protocol):
+    """A store of sequenced streams. All methods raise ``StreamNotFoundError`` for an unknown id,
+    ``StreamStateError`` when the stream's status forbids the call, ``LogLimitError`` past a
+    configured limit and ``LogError`` when the backend fails."""
+
+    async def create_stream(self, stream_id: str) -> StreamInfo:
+        """Create the stream if it does not exist (idempotent); return its info."""
+        ...
+
+    async def info(self, stream_id: str) -> StreamInfo:
+        """Head, status, marker, floor and the persisted end or fail payload."""
+        ...
+
+    async def append(self, stream_id: str, step: int, chunk: bytes) -> int:
+        """Append one chunk (its JSON text) produced at ``step``; return its sequence."""
+        ...
+
+    async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]]) -> list[int]:
+        """Append ``(step, chunk_json)`` pairs atomically (all or none); return their sequences."""
+        ...
+
+    async def end_stream(
+        self,
+        stream_id: str,
+        status: EndStatus = "completed",
+        *,
+        output: Any = None,
+        state: Any = None,
+        usage: dict[str, Any] | None = None,
+    ) -> None:
+        """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
+        ...
+
+    async def fail_stream(
+        self,
+        stream_id: str,
+        error: str,
+        *,
+        error_detail: dict[str, Any] | None = None,
+        recoverable: bool = False,
+    ) -> None:
+        """Persist a failure; attached readers get ``FailFrame`` and stop."""
+        ...
+
+    async def cleanup_to_step(self, stream_id: str, step: int) -> RewoundFrame:
+        """Remove the chunks of steps after ``step``, set the cleanup marker, and broadcast the
+        returned ``RewoundFrame`` to every attached reader (also when nothing was removed)."""
+        ...
+
+    async def reset_stream(self, stream_id: str) -> None:
+        """Start a new run: drop every chunk, clear the marker, status active; the counter goes on."""
+        ...
+
+    async def reactivate_stream(self, stream_id: str) -> None:
+        """Make a finished stream active again (keeping its chunks) and clear the marker."""
+        ...
+
+    async def delete_stream(self, stream_id: str) -> None:
+        """Forget the stream; attached readers get a recoverable ``FailFrame``."""
+        ...
+
+    def read(self, stream_id: str, cursor: int = 0) -> AsyncIterator[StreamFrame]:
+        """Frames for one reader from ``cursor``: replay, caught-up, live, exactly one terminal."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and wake every reader (they get a recoverable ``FailFrame``)."""
+        ...
