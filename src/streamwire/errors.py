@@ -4,6 +4,7 @@
 
     StreamwireError                  .retryable (class default; an instance may override it)
     ├─ SSEDecodeError                bytes broke a decoder limit; names the limit and how to raise it
+    ├─ PayloadError                  a payload does not match its contract type (JSON or shape)
     ├─ MalformedFrameError           a known event whose JSON or envelope does not validate (retryable)
     ├─ StreamDropError               the body ended (or the transport broke) before a terminal frame (retryable)
     ├─ StreamTruncatedError          the cursor is below the retention floor; carries .floor
@@ -27,6 +28,7 @@ __all__ = [
     "LogError",
     "LogLimitError",
     "MalformedFrameError",
+    "PayloadError",
     "SSEDecodeError",
     "StreamDropError",
     "StreamFailedError",
@@ -60,6 +62,17 @@ class SSEDecodeError(StreamwireError):
         super().__init__(message)
         self.limit = limit
         self.events: list[Any] = events if events is not None else []
+
+
+class PayloadError(StreamwireError):
+    """A payload's JSON does not parse, or does not match the type its contract declares."""
+
+    status_hint = 422
+
+    def __init__(self, message: str, *, event: str, raw: str | bytes) -> None:
+        super().__init__(message)
+        self.event = event
+        self.raw = raw
 
 
 class MalformedFrameError(StreamwireError):
