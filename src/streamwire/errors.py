@@ -10,10 +10,14 @@
     ├─ StreamTruncatedError          the cursor is below the retention floor; carries .floor
     ├─ StreamFailedError             the stream ended with a ``fail`` frame; retryable when recoverable
     ├─ UsageError                    the caller's fault (also a RuntimeError)
-    └─ LogError                      a stream log (backend) failed; foreign errors are chained ``from``
-       ├─ StreamNotFoundError        no stream with that id (status_hint 404)
-       ├─ StreamStateError           the operation does not fit the stream's status (status_hint 409)
-       └─ LogLimitError              a chunk or request over a configured limit (status_hint 413)
+    ├─ LogError                      a stream log (backend) failed; foreign errors are chained ``from``
+    │  ├─ StreamNotFoundError        no stream with that id (status_hint 404)
+    │  ├─ StreamStateError           the operation does not fit the stream's status (status_hint 409)
+    │  └─ LogLimitError              a chunk or request over a configured limit (status_hint 413)
+    ├─ ContractError                 a contract declaration is invalid (also a TypeError): duplicate
+    │                                wire name, a type msgspec cannot decode; at class creation/resolve()
+    ├─ ResponseStatusError           (client) the server answered with an error status or not SSE
+    └─ RetriesExhaustedError         (client) re-attaching hit a cap; .attempts, .elapsed, .last_error
 
 ``status_hint`` is the HTTP status a server should answer with when this error reaches its edge
 (h11's ``error_status_hint``); the server never puts the message of an unexpected exception on the
@@ -25,10 +29,13 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "ContractError",
     "LogError",
     "LogLimitError",
     "MalformedFrameError",
     "PayloadError",
+    "ResponseStatusError",
+    "RetriesExhaustedError",
     "SSEDecodeError",
     "StreamDropError",
     "StreamFailedError",
@@ -155,3 +162,35 @@ class LogLimitError(LogError):
     def __init__(self, message: str, *, limit: str) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class ContractError(StreamwireError, TypeError):
+    """A contract declaration is invalid: a duplicate wire name, a hidden inherited event, or a
+    payload type msgspec cannot decode. Raised when the class is created or by ``resolve()``."""
+
+
+class ResponseStatusError(StreamwireError):
+    """The server answered a stream request with an error status (or a body that is not SSE).
+
+    ``retryable`` for statuses a re-attach may outlive (408, 425, 429, 5xx); ``retry_after`` is the
+    server's ``Retry-After`` in seconds when it sent one.
+    """
+
+    def __init__(self, message: str, *, status_code: int, retryable: bool = False,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, retryable=retryable)
+        self.status_code = status_code
+        self.status_hint = status_code if status_code >= 400 else 502
+        self.retry_after = retry_after
+
+
+class RetriesExhaustedError(StreamwireError):
+    """A resumable reader gave up: ``attempts`` re-attaches over ``elapsed`` seconds of outage all
+    failed; ``last_error`` (also ``__cause__``) says why the last one did."""
+
+    def __init__(self, message: str, *, attempts: int, elapsed: float,
+                 last_error: BaseException) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+        self.elapsed = elapsed
+        self.last_error = last_error
