@@ -6,6 +6,7 @@
     ├─ SSEDecodeError                bytes broke a decoder limit; names the limit and how to raise it
     ├─ PayloadError                  a payload does not match its contract type (JSON or shape)
     ├─ MalformedFrameError           a known event whose JSON or envelope does not validate (retryable)
+    │  └─ StreamGapError             a chunk skipped sequences inside one connection; .cursor, .sequence
     ├─ StreamDropError               the body ended (or the transport broke) before a terminal frame (retryable)
     ├─ StreamTruncatedError          the cursor is below the retention floor; carries .floor
     ├─ StreamFailedError             the stream ended with a ``fail`` frame; retryable when recoverable
@@ -39,6 +40,7 @@ __all__ = [
     "SSEDecodeError",
     "StreamDropError",
     "StreamFailedError",
+    "StreamGapError",
     "StreamNotFoundError",
     "StreamStateError",
     "StreamTruncatedError",
@@ -194,3 +196,17 @@ class RetriesExhaustedError(StreamwireError):
         self.attempts = attempts
         self.elapsed = elapsed
         self.last_error = last_error
+
+
+class StreamGapError(MalformedFrameError):
+    """A chunk skipped sequences inside one connection (``sequence`` > ``cursor`` + 1): the server
+    lost chunks. Retryable like any malformed frame: re-attach from ``cursor``, and the server
+    replays what is missing or answers ``truncated``. Never a silent gap."""
+
+    def __init__(self, *, cursor: int, sequence: int) -> None:
+        super().__init__(
+            f"chunk {sequence} arrived after chunk {cursor} on the same connection "
+            f"(sequences {cursor + 1}..{sequence - 1} are missing); re-attach from {cursor}",
+            event="chunk", data="")
+        self.cursor = cursor
+        self.sequence = sequence
