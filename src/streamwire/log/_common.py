@@ -1,0 +1,168 @@
+"""Helpers every ``StreamLog`` backend shares: limits, argument checks and the read rules.
+
+Nothing here does I/O. A backend keeps its own storage and calls these so that memory, SQLite and
+Redis answer the same input with the same frame or the same typed error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from ..errors import LogLimitError, PayloadError, StreamStateError, UsageError
+from ..frames import EndFrame, FailFrame, RewoundFrame, TerminalFrame, TruncatedFrame
+from . import StreamStatus
+
+__all__ = [
+    "DEFAULT_FINISHED_TTL",
+    "DEFAULT_MAX_BYTES_PER_STREAM",
+    "DEFAULT_MAX_CHUNKS_PER_STREAM",
+    "DEFAULT_MAX_CHUNK_SIZE",
+    "FINISHED",
+    "check_cursor",
+    "check_limits",
+    "check_step",
+    "closed_frame",
+    "coerce_chunk",
+    "deleted_frame",
+    "is_truncated",
+    "rewound_frame",
+    "terminal_frame",
+    "truncated_frame",
+]
+
+#: Retained chunks per stream. An LLM reply is a few thousand chunks; 100,000 leaves room for long
+#: agent runs while bounding what one stream can pin. Older chunks are trimmed (the floor moves).
+DEFAULT_MAX_CHUNKS_PER_STREAM: Final = 100_000
+#: Retained chunk bytes per stream (64 MiB): a handful of multi-MB data-URL payloads fit.
+DEFAULT_MAX_BYTES_PER_STREAM: Final = 64 * 1024 * 1024
+#: One chunk (16 MiB): the SSE decoder's default event limit admits the same payloads.
+DEFAULT_MAX_CHUNK_SIZE: Final = 16 * 1024 * 1024
+#: Seconds a finished stream (completed / paused / interrupted / failed) is kept: an hour lets a
+#: reader that lost its connection re-attach and read the end; then the stream is forgotten.
+DEFAULT_FINISHED_TTL: Final = 3600.0
+
+#: The statuses after which a reader gets its terminal frame.
+FINISHED: Final[frozenset[StreamStatus]] = frozenset({"completed", "paused", "interrupted", "failed"})
+
+_raw_decoder: Final = msgspec.json.Decoder(msgspec.Raw)
+
+
+def check_limits(
+    max_chunks_per_stream: int, max_bytes_per_stream: int, max_chunk_size: int,
+    finished_ttl: float,
+) -> None:
+    """Refuse nonsensical limits at construction, naming the keyword."""
+    for name, value in (("max_chunks_per_stream", max_chunks_per_stream),
+                        ("max_bytes_per_stream", max_bytes_per_stream),
+                        ("max_chunk_size", max_chunk_size)):
+        if type(value) is not int or value < 1:
+            raise UsageError(f"{name} must be a positive int, not {value!r}")
+    if max_chunk_size > max_bytes_per_stream:
+        # otherwise one accepted chunk could be trimmed the moment it is appended
+        raise UsageError(f"max_chunk_size={max_chunk_size} is over max_bytes_per_stream="
+                         f"{max_bytes_per_stream}; raise max_bytes_per_stream= too")
+    try:
+        ok = not isinstance(finished_ttl, bool) and finished_ttl >= 0  # NaN is refused too
+    except TypeError:
+        ok = False
+    if not ok:
+        raise UsageError(f"finished_ttl must be a number of seconds >= 0, not {finished_ttl!r}")
+
+
+def check_step(step: object) -> int:
+    """A step is an int >= 0 (bool refused)."""
+    if type(step) is not int or step < 0:
+        raise UsageError(f"step must be an int >= 0, not {step!r}")
+    return step
+
+
+def check_cursor(cursor: object, head: int) -> int:
+    """A cursor is an int in ``0..head``; above head it names a chunk that does not exist."""
+    if type(cursor) is not int or cursor < 0:
+        raise UsageError(f"cursor must be an int >= 0, not {cursor!r}")
+    if cursor > head:
+        raise StreamStateError(
+            f"cursor {cursor} is above the stream's head {head}: it names a chunk this stream "
+            "never had (a cursor from another stream, or from data the log lost)")
+    return cursor
+
+
+def coerce_chunk(chunk: object, max_chunk_size: int) -> bytes:
+    """The chunk as ``bytes``: one JSON value, at most ``max_chunk_size`` bytes.
+
+    Invalid JSON is refused here (``PayloadError``) because the log passes the chunk through as
+    ``msgspec.Raw``: a bad one would make every reader's frame malformed, forever.
+    """
+    if type(chunk) is not bytes:
+        if isinstance(chunk, bytearray):
+            chunk = bytes(chunk)
+        elif isinstance(chunk, memoryview):
+            chunk = chunk.tobytes()
+        elif isinstance(chunk, str):
+            chunk = chunk.encode()
+        else:
+            raise UsageError(f"a chunk is JSON text as bytes, not {type(chunk).__name__}")
+    assert isinstance(chunk, bytes)
+    if len(chunk) > max_chunk_size:
+        raise LogLimitError(
+            f"chunk of {len(chunk)} bytes is over max_chunk_size={max_chunk_size}; "
+            "raise max_chunk_size= on the log to accept it", limit="max_chunk_size")
+    try:
+        _raw_decoder.decode(chunk)
+    except msgspec.DecodeError as exc:
+        raise PayloadError(f"a chunk must be one JSON value: {exc}", event="chunk",
+                           raw=chunk) from None
+    return chunk
+
+
+def is_truncated(cursor: int, *, run_start: int, floor: int, marker: int | None,
+                 trimmed: bool) -> bool:
+    """Decision 1, plus retention: must a reader attaching at ``cursor`` get ``truncated``?
+
+    Only while chunks of the current run were lost (a cleanup marker is set, or retention trimmed
+    the oldest) and the cursor is below the floor. A cursor from an earlier run (<= ``run_start``,
+    the head when the run was reset) counts as the run's start: it is served the new run.
+    """
+    if marker is None and not trimmed:
+        return False
+    return max(cursor, run_start) < floor
+
+
+def terminal_frame(status: StreamStatus, *, output: Any = None, state: Any = None,
+                   usage: dict[str, Any] | None = None, error: str | None = None,
+                   error_detail: dict[str, Any] | None = None,
+                   recoverable: bool | None = None) -> TerminalFrame:
+    """The terminal a reader of a finished stream gets: ``end`` with the persisted status, or
+    ``fail`` with the persisted failure."""
+    if status == "failed":
+        return FailFrame(error=error or "stream failed", recoverable=bool(recoverable),
+                         error_detail=error_detail)
+    if status == "active":
+        raise AssertionError("an active stream has no terminal")
+    return EndFrame(status=status, output=output, state=state, usage=usage)
+
+
+def truncated_frame(floor: int) -> TruncatedFrame:
+    """``truncated{floor}`` (errorDetail code TRUNCATED)."""
+    return TruncatedFrame(floor=floor)
+
+
+def rewound_frame(step: int, head: int, removed_min: int | None) -> RewoundFrame:
+    """``rewound{atStep, atSequence: head, minSequence?}``; chunks above ``minSequence`` (the
+    lowest removed sequence - 1) with a later step were removed."""
+    return RewoundFrame(at_step=step, at_sequence=head,
+                        min_sequence=None if removed_min is None else removed_min - 1)
+
+
+def deleted_frame() -> FailFrame:
+    """What an attached reader gets when its stream is deleted."""
+    return FailFrame(error="stream deleted", recoverable=True,
+                     error_detail={"code": "STREAM_DELETED"})
+
+
+def closed_frame() -> FailFrame:
+    """What an attached reader gets when the log closes (e.g. the server shuts down)."""
+    return FailFrame(error="stream log closed", recoverable=True,
+                     error_detail={"code": "LOG_CLOSED"})

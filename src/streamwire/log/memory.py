@@ -1,0 +1,458 @@
+"""``MemoryLog``: the default ``StreamLog``, in this process's memory.
+
+Theory of operation: each stream is one list of ``(sequence, step, chunk)`` tuples, ordered by
+sequence (an append always adds the highest one), plus its status and payload. Every method is
+an ``async def`` with no ``await`` inside, so on one event loop each one is atomic: sequences are
+gap-free under any number of concurrent appenders without a lock.
+
+A reader is pull-based: it remembers its position and, each time it wakes, takes the next batch of
+retained chunks above it (a ``bisect`` by sequence). The log buffers nothing per reader, and an
+append never waits on one; it only sets the stream's wake-up ``anyio.Event`` when a reader is
+parked on it (no polling). ``rewound`` markers are kept per stream (bounded) with the head at the
+time, so each reader delivers them exactly where they happened, and only to readers attached
+before the cleanup.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from bisect import bisect_right
+from collections.abc import AsyncIterator, Sequence
+from operator import itemgetter
+from typing import Any, Final, final
+
+import anyio
+import msgspec
+
+from ..errors import LogError, StreamNotFoundError, StreamStateError, UsageError
+from ..frames import (
+    CaughtUpFrame,
+    ChunkFrame,
+    EndStatus,
+    FailFrame,
+    RewoundFrame,
+    StreamFrame,
+)
+from . import StreamInfo, StreamStatus
+from ._common import (
+    DEFAULT_FINISHED_TTL,
+    DEFAULT_MAX_BYTES_PER_STREAM,
+    DEFAULT_MAX_CHUNK_SIZE,
+    DEFAULT_MAX_CHUNKS_PER_STREAM,
+    FINISHED,
+    check_cursor,
+    check_limits,
+    check_step,
+    closed_frame,
+    coerce_chunk,
+    deleted_frame,
+    is_truncated,
+    rewound_frame,
+    terminal_frame,
+    truncated_frame,
+)
+
+__all__ = ["MemoryLog"]
+
+#: Frames a reader takes per wake-up: bounds the list it builds, amortises the bisect.
+READ_BATCH: Final = 256
+#: ``rewound`` markers kept per stream while readers are attached; a reader that has not taken
+#: this many markers (thousands of cleanups while it sat still) gets a recoverable ``fail``.
+MAX_PENDING_MARKERS: Final = 1024
+
+_seq_of = itemgetter(0)
+_INF: Final = float("inf")
+
+
+class _Stream:
+    """One stream's mutable state (private; values handed out are frozen)."""
+
+    __slots__ = (
+        "deleted", "entries", "epoch", "expires_at", "head", "marker", "marker_base", "markers",
+        "nbytes", "payload", "readers", "run_start", "start", "status", "stream_id",
+        "trim_floor", "trimmed", "version", "wake")
+
+    def __init__(self, stream_id: str, epoch: str) -> None:
+        self.stream_id = stream_id
+        self.epoch = epoch
+        self.status: StreamStatus = "active"
+        self.head = 0
+        self.run_start = 0  # the head when this run started (reset)
+        self.entries: list[tuple[int, int, bytes]] = []
+        self.start = 0  # entries[:start] are trimmed, compacted lazily
+        self.nbytes = 0
+        self.version = 0  # bumped whenever entries' indices or the stream's run change
+        self.trimmed = False  # retention removed chunks of this run
+        self.trim_floor = 0  # highest sequence retention removed
+        self.marker: int | None = None  # truncated_at_step
+        self.markers: list[RewoundFrame] = []
+        self.marker_base = 0  # absolute index of markers[0]
+        self.payload: dict[str, Any] = {}
+        self.readers = 0
+        self.wake: anyio.Event | None = None
+        self.expires_at: float | None = None
+        self.deleted = False
+
+    def floor(self) -> int:
+        entries = self.entries
+        return entries[self.start][0] - 1 if self.start < len(entries) else self.head
+
+    def notify(self) -> None:
+        wake = self.wake
+        if wake is not None:
+            self.wake = None
+            wake.set()
+
+
+@final
+class _ReaderState:
+    __slots__ = ("caught_up", "mark", "pos")
+
+    def __init__(self, pos: int, mark: int) -> None:
+        self.pos = pos
+        self.mark = mark
+        self.caught_up = False
+
+
+@final
+class MemoryLog:
+    """A ``StreamLog`` in memory: fast, shared by the tasks of one process, lost on exit.
+
+    Args:
+        max_chunks_per_stream: retained chunks per stream; past it the oldest are trimmed and a
+            reader whose cursor is under the new floor gets ``truncated``.
+        max_bytes_per_stream: retained chunk bytes per stream, trimmed the same way.
+        max_chunk_size: the largest chunk ``append`` accepts (``LogLimitError`` past it).
+        finished_ttl: seconds a finished stream is kept before it is forgotten.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_chunks_per_stream: int = DEFAULT_MAX_CHUNKS_PER_STREAM,
+        max_bytes_per_stream: int = DEFAULT_MAX_BYTES_PER_STREAM,
+        max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE,
+        finished_ttl: float = DEFAULT_FINISHED_TTL,
+    ) -> None:
+        check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
+        self.max_chunks_per_stream = max_chunks_per_stream
+        self.max_bytes_per_stream = max_bytes_per_stream
+        self.max_chunk_size = max_chunk_size
+        self.finished_ttl = float(finished_ttl)
+        self._streams: dict[str, _Stream] = {}
+        # finished stream ids in expiry order (the TTL is one number, so finish order)
+        self._finished: dict[str, float] = {}
+        self._epoch_prefix = uuid.uuid4().hex[:12]
+        self._epochs = itertools.count(1)
+        self._closed = False
+
+    # -- lookup -----------------------------------------------------------------------------
+
+    def _get(self, stream_id: str) -> _Stream:
+        st = self._streams.get(stream_id)
+        if st is None:
+            if self._closed:
+                raise LogError("the stream log is closed")
+            raise StreamNotFoundError(stream_id)
+        if st.expires_at is not None and st.expires_at <= time.monotonic():
+            self._forget(st)
+            raise StreamNotFoundError(stream_id)
+        return st
+
+    def _active(self, stream_id: str) -> _Stream:
+        st = self._get(stream_id)
+        if st.status != "active":
+            raise StreamStateError(f"stream {stream_id!r} is {st.status}, not active: "
+                                   "reset_stream or reactivate_stream starts it again")
+        return st
+
+    def _forget(self, st: _Stream) -> None:
+        self._streams.pop(st.stream_id, None)
+        self._finished.pop(st.stream_id, None)
+        st.deleted = True
+        st.version += 1
+        st.notify()
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        finished = self._finished
+        while finished:
+            stream_id, expires_at = next(iter(finished.items()))
+            if expires_at > now:
+                break
+            st = self._streams.get(stream_id)
+            if st is not None:
+                self._forget(st)
+            else:
+                del finished[stream_id]
+
+    def _info(self, st: _Stream) -> StreamInfo:
+        has = st.start < len(st.entries)
+        return StreamInfo(
+            stream_id=st.stream_id, status=st.status, head=st.head, floor=st.floor(),
+            oldest_retained_sequence=st.entries[st.start][0] if has else None,
+            truncated_at_step=st.marker, epoch=st.epoch, **st.payload)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def create_stream(self, stream_id: str) -> StreamInfo:
+        """Create the stream if it does not exist (idempotent); return its info."""
+        if self._closed:
+            raise LogError("the stream log is closed")
+        if type(stream_id) is not str or not stream_id:
+            raise UsageError(f"a stream id is a non-empty str, not {stream_id!r}")
+        self._sweep()
+        st = self._streams.get(stream_id)
+        if st is None:
+            st = self._streams[stream_id] = _Stream(
+                stream_id, f"{self._epoch_prefix}-{next(self._epochs)}")
+        return self._info(st)
+
+    async def info(self, stream_id: str) -> StreamInfo:
+        """Head, status, marker, floor and the persisted end or fail payload."""
+        return self._info(self._get(stream_id))
+
+    async def append(self, stream_id: str, step: int, chunk: bytes) -> int:
+        """Append one chunk (its JSON text) produced at ``step``; return its sequence."""
+        st = self._active(stream_id)
+        if type(step) is not int or step < 0:
+            check_step(step)
+        chunk = coerce_chunk(chunk, self.max_chunk_size)
+        seq = st.head = st.head + 1
+        st.entries.append((seq, step, chunk))
+        st.nbytes += len(chunk)
+        if (st.nbytes > self.max_bytes_per_stream
+                or len(st.entries) - st.start > self.max_chunks_per_stream):
+            self._trim(st)
+        if st.wake is not None:
+            st.notify()
+        return seq
+
+    async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]]) -> list[int]:
+        """Append ``(step, chunk_json)`` pairs atomically (all or none); return their sequences."""
+        st = self._active(stream_id)
+        limit = self.max_chunk_size
+        rows = [(check_step(step), coerce_chunk(chunk, limit)) for step, chunk in chunks]
+        first = st.head + 1
+        st.head += len(rows)
+        entries = st.entries
+        entries.extend([(seq, step, chunk) for seq, (step, chunk) in enumerate(rows, first)])
+        st.nbytes += sum([len(chunk) for _, chunk in rows])
+        if (st.nbytes > self.max_bytes_per_stream
+                or len(entries) - st.start > self.max_chunks_per_stream):
+            self._trim(st)
+        st.notify()
+        return list(range(first, st.head + 1))
+
+    def _trim(self, st: _Stream) -> None:
+        """Retention: drop the oldest chunks until both limits hold; the floor moves up."""
+        entries = st.entries
+        start = st.start
+        end = len(entries)
+        while end - start > self.max_chunks_per_stream or st.nbytes > self.max_bytes_per_stream:
+            st.nbytes -= len(entries[start][2])
+            start += 1
+        if start > st.start:
+            st.trimmed = True
+            st.trim_floor = entries[start - 1][0]
+            st.start = start
+        if start > 1024 and start * 2 > end:
+            del entries[:start]
+            st.start = 0
+            st.version += 1
+
+    async def end_stream(
+        self,
+        stream_id: str,
+        status: EndStatus = "completed",
+        *,
+        output: Any = None,
+        state: Any = None,
+        usage: dict[str, Any] | None = None,
+    ) -> None:
+        """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
+        if status not in ("completed", "paused", "interrupted"):
+            raise UsageError(f"end status must be completed, paused or interrupted, not {status!r}")
+        st = self._active(stream_id)
+        payload = {"output": output, "state": state, "usage": usage}
+        self._finish(st, status, {k: v for k, v in payload.items() if v is not None})
+
+    async def fail_stream(
+        self,
+        stream_id: str,
+        error: str,
+        *,
+        error_detail: dict[str, Any] | None = None,
+        recoverable: bool = False,
+    ) -> None:
+        """Persist a failure; attached readers get ``FailFrame`` and stop."""
+        if type(error) is not str:
+            raise UsageError(f"error must be a str, not {error!r}")
+        st = self._active(stream_id)
+        payload: dict[str, Any] = {"error": error, "recoverable": bool(recoverable)}
+        if error_detail is not None:
+            payload["error_detail"] = error_detail
+        self._finish(st, "failed", payload)
+
+    def _finish(self, st: _Stream, status: StreamStatus, payload: dict[str, Any]) -> None:
+        st.status = status
+        st.payload = payload
+        st.expires_at = time.monotonic() + self.finished_ttl
+        self._finished.pop(st.stream_id, None)
+        self._finished[st.stream_id] = st.expires_at
+        st.notify()
+
+    def _restart(self, st: _Stream) -> None:
+        st.status = "active"
+        st.payload = {}
+        st.marker = None
+        st.expires_at = None
+        self._finished.pop(st.stream_id, None)
+
+    async def cleanup_to_step(self, stream_id: str, step: int) -> RewoundFrame:
+        """Remove the chunks of steps after ``step``, set the cleanup marker, and broadcast the
+        returned ``RewoundFrame`` to every attached reader (also when nothing was removed)."""
+        st = self._get(stream_id)
+        check_step(step)
+        live = st.entries[st.start:]
+        kept = [entry for entry in live if entry[1] <= step]
+        removed_min = None
+        if len(kept) != len(live):
+            removed_min = next(entry[0] for entry in live if entry[1] > step)
+            st.entries = kept
+            st.start = 0
+            st.nbytes = sum([len(entry[2]) for entry in kept])
+        frame = rewound_frame(step, st.head, removed_min)
+        st.marker = step
+        st.version += 1
+        if st.readers:
+            if len(st.markers) >= MAX_PENDING_MARKERS:
+                del st.markers[0]
+                st.marker_base += 1
+            st.markers.append(frame)
+        else:  # nobody attached before this cleanup can still be owed a marker
+            st.marker_base += len(st.markers) + 1
+            st.markers.clear()
+        st.notify()
+        return frame
+
+    async def reset_stream(self, stream_id: str) -> None:
+        """Start a new run: drop every chunk, clear the marker, status active; the counter goes on."""
+        st = self._get(stream_id)
+        st.entries = []
+        st.start = 0
+        st.nbytes = 0
+        st.run_start = st.head
+        st.trimmed = False
+        st.trim_floor = 0
+        st.version += 1
+        self._restart(st)
+        st.notify()
+
+    async def reactivate_stream(self, stream_id: str) -> None:
+        """Make a finished stream active again (keeping its chunks) and clear the marker.
+
+        Raises ``StreamStateError`` when the stream is already active.
+        """
+        st = self._get(stream_id)
+        if st.status == "active":
+            raise StreamStateError(f"stream {stream_id!r} is already active")
+        self._restart(st)
+        st.version += 1
+        st.notify()
+
+    async def delete_stream(self, stream_id: str) -> None:
+        """Forget the stream; attached readers get a recoverable ``FailFrame``."""
+        self._forget(self._get(stream_id))
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def read(self, stream_id: str, cursor: int = 0) -> AsyncIterator[StreamFrame]:
+        """Frames for one reader from ``cursor``: replay, caught-up, live, exactly one terminal.
+
+        Raises (on the first ``__anext__``) ``StreamNotFoundError``, ``UsageError`` for a negative
+        cursor and ``StreamStateError`` for a cursor above the head.
+        """
+        st = self._get(stream_id)
+        check_cursor(cursor, st.head)
+        floor = st.floor()
+        if is_truncated(cursor, run_start=st.run_start, floor=floor, marker=st.marker,
+                        trimmed=st.trimmed):
+            yield truncated_frame(floor)
+            return
+        reader = _ReaderState(cursor, st.marker_base + len(st.markers))
+        st.readers += 1
+        try:
+            while True:
+                frames, done = self._poll(st, reader)
+                if frames:
+                    for frame in frames:
+                        yield frame
+                    if done:
+                        return
+                    continue
+                wake = st.wake
+                if wake is None:
+                    wake = st.wake = anyio.Event()
+                await wake.wait()
+        finally:
+            st.readers -= 1
+
+    def _poll(self, st: _Stream, reader: _ReaderState) -> tuple[list[StreamFrame], bool]:
+        """The reader's next frames and whether they end it; ``[]`` means: wait."""
+        if self._closed:
+            return [closed_frame()], True
+        if st.deleted:
+            return [deleted_frame()], True
+        pos = reader.pos
+        if st.trim_floor > pos:  # retention removed a chunk this reader still lacked
+            return [truncated_frame(st.floor())], True
+        pending = reader.mark - st.marker_base
+        if pending < 0:
+            return [FailFrame(error="reader fell behind the stream's rewound markers",
+                              recoverable=True, error_detail={"code": "READER_BEHIND"})], True
+        marker = st.markers[pending] if pending < len(st.markers) else None
+        entries = st.entries
+        end = len(entries)
+        i = bisect_right(entries, pos, st.start, end, key=_seq_of)
+        if i < end:
+            j = min(end, i + READ_BATCH)
+            if marker is not None:
+                assert marker.at_sequence is not None
+                j = bisect_right(entries, marker.at_sequence, i, j, key=_seq_of)
+            if i < j:
+                reader.pos = entries[j - 1][0]
+                raw = msgspec.Raw
+                return [ChunkFrame(seq, raw(chunk)) for seq, _, chunk in entries[i:j]], False
+        if marker is not None:
+            assert marker.at_sequence is not None
+            reader.mark += 1
+            reader.pos = max(pos, marker.at_sequence)
+            return [marker], False
+        finished = st.status in FINISHED
+        frames: list[StreamFrame] = []
+        if not reader.caught_up:
+            reader.caught_up = True
+            frames.append(CaughtUpFrame(st.head))
+        if finished:
+            frames.append(terminal_frame(st.status, **st.payload))
+        return frames, finished
+
+    async def aclose(self) -> None:
+        """Forget every stream and end every reader with a recoverable ``FailFrame``."""
+        if self._closed:
+            return
+        self._closed = True
+        for st in self._streams.values():
+            st.version += 1
+            st.notify()
+        self._streams.clear()
+        self._finished.clear()
+
+    async def __aenter__(self) -> MemoryLog:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
