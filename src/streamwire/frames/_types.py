@@ -1,23 +1,8 @@
-"""Wire v2: the six stream frames, their codec and the terminal state machine (sans-I/O).
-
-The frames are the seed's table (``../shared/seeds/000_*``, "Frames"); field names are snake_case in
-Python and camelCase on the wire (``error_detail`` <-> ``errorDetail``).
-
-=========  ==========================================  ========
-event      data                                        kind
-=========  ==========================================  ========
-chunk      {sequence, chunk}, SSE ``id:`` = sequence   content
-end        {status, output?, state?, usage?}           terminal
-fail       {error, errorDetail?, recoverable}          terminal
-truncated  {floor, errorDetail} (code TRUNCATED)       terminal
-rewound    {atStep, atSequence?, minSequence?}         marker
-caught-up  {head}                                      marker
-=========  ==========================================  ========
-"""
+"""The wire v2 frame values (the seed's "Frames" table) and their unserialised SSE fields."""
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias, final
+from typing import Annotated, Any, Literal, TypeAlias, final
 
 import msgspec
 
@@ -28,6 +13,7 @@ __all__ = [
     "EndStatus",
     "FailFrame",
     "RewoundFrame",
+    "SSEFields",
     "StreamFrame",
     "TerminalFrame",
     "TruncatedFrame",
@@ -36,6 +22,11 @@ __all__ = [
 
 #: The statuses an ``end`` frame carries: completed, paused (suspended) or interrupted (stopped).
 EndStatus: TypeAlias = Literal["completed", "paused", "interrupted"]
+
+# Envelope constraints, checked in C while decoding (never on construction): sequences start at 1,
+# floors, heads and steps are never negative.
+_Sequence: TypeAlias = Annotated[int, msgspec.Meta(ge=1)]
+_Count: TypeAlias = Annotated[int, msgspec.Meta(ge=0)]
 
 
 def _truncated_detail() -> dict[str, Any]:
@@ -46,7 +37,7 @@ def _truncated_detail() -> dict[str, Any]:
 class ChunkFrame(msgspec.Struct, frozen=True, gc=False, rename="camel"):
     """One stream chunk. ``chunk`` is its JSON text, passed through opaquely (``msgspec.Raw``)."""
 
-    sequence: int
+    sequence: _Sequence
     chunk: msgspec.Raw
 
 
@@ -71,9 +62,12 @@ class FailFrame(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
 
 @final
 class TruncatedFrame(msgspec.Struct, frozen=True, rename="camel"):
-    """Terminal: the cursor is below the retention floor; refetch a snapshot, resume from it."""
+    """Terminal: the cursor is below the retention floor; refetch a snapshot, resume from it.
 
-    floor: int
+    ``error_detail["code"]`` is always ``"TRUNCATED"`` (the decoder refuses anything else).
+    """
+
+    floor: _Count
     error_detail: dict[str, Any] = msgspec.field(default_factory=_truncated_detail)
 
 
@@ -85,16 +79,16 @@ class RewoundFrame(msgspec.Struct, frozen=True, gc=False, rename="camel", omit_d
     ``min_sequence`` (when given) may have been removed.
     """
 
-    at_step: int
-    at_sequence: int | None = None
-    min_sequence: int | None = None
+    at_step: _Count
+    at_sequence: _Count | None = None
+    min_sequence: _Count | None = None
 
 
 @final
 class CaughtUpFrame(msgspec.Struct, frozen=True, gc=False, rename="camel"):
     """Marker: the replay reached ``head``; live frames follow."""
 
-    head: int
+    head: _Count
 
 
 @final
@@ -109,3 +103,16 @@ TerminalFrame: TypeAlias = EndFrame | FailFrame | TruncatedFrame
 StreamFrame: TypeAlias = (
     ChunkFrame | EndFrame | FailFrame | TruncatedFrame | RewoundFrame | CaughtUpFrame
 )
+
+
+@final
+class SSEFields(msgspec.Struct, frozen=True, gc=False):
+    """A frame's unserialised SSE fields (the seed's ``streamFrameToSSE``).
+
+    ``id`` is set for chunks only (the sequence); pass the three to ``streamwire.sse.encode_frame``
+    or to any SSE response class.
+    """
+
+    event: str
+    data: str
+    id: str | None = None
