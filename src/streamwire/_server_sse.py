@@ -1,0 +1,225 @@
+"""The ``GET /streams/{id}/sse`` endpoint of ``streamwire.server``: a raw ASGI streaming response.
+
+Theory of operation. One connection is one task group holding three jobs, never one task per event:
+
+* the *pump* (the handler's own task) pulls frames from ``log.read(stream_id, cursor)``, encodes
+  each one and awaits ``send``. It never reads ahead: the only buffers are the log's bounded
+  per-reader queue and the server's flow-controlled write buffer, so a slow consumer stalls ``send``;
+* the *watchdog* writes heartbeat comments when nothing was written for ``heartbeat_interval`` and
+  evicts the consumer when one ``send`` has been stalled for ``send_timeout`` (a bare close, which a
+  reader treats as a drop and re-attaches from its cursor, seed "The terminal state machine");
+* the *listener* awaits ``http.disconnect`` so a client that leaves is noticed at once, even while
+  the stream is quiet, and its log subscription is released.
+
+Every connection ends in exactly one of: the log's terminal frame, then the body closes (``done``);
+the client left (``disconnect``, nothing more is written); a bare close (``evicted``); a
+``fail{recoverable: true}`` terminal when the server shuts down (``shutdown``) or the log broke
+(``error``). A log reader that ends without a terminal frame gets the recoverable
+``transport_stream_drop`` fail the seed asks writers for ("Writers guarantee the terminal").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any, Final, Literal, TypeAlias
+
+import anyio
+
+from .errors import LogError, StreamwireError
+from .frames import (
+    ChunkFrame,
+    EndFrame,
+    FailFrame,
+    StreamFrame,
+    TruncatedFrame,
+    encode_stream_frame,
+    transport_drop_frame,
+)
+
+Scope: TypeAlias = MutableMapping[str, Any]
+Message: TypeAlias = MutableMapping[str, Any]
+Receive: TypeAlias = Callable[[], Awaitable[Message]]
+Send: TypeAlias = Callable[[Message], Awaitable[None]]
+
+Outcome: TypeAlias = Literal["open", "done", "disconnect", "evicted", "shutdown", "error"]
+
+logger = logging.getLogger("streamwire.server")
+
+#: How long the last write of a connection (a shutdown ``fail`` frame, the closing empty body) may
+#: take before the connection is abandoned; it runs shielded from cancellation.
+CLOSE_TIMEOUT: Final = 1.0
+
+SSE_RESPONSE_HEADERS: Final[list[tuple[bytes, bytes]]] = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+
+_HEARTBEAT: Final = b": heartbeat\n\n"
+_WAITING: Final = b": waiting\n\n"
+_TERMINALS: Final = frozenset({EndFrame, FailFrame, TruncatedFrame})
+
+SHUTDOWN_FRAME: Final = FailFrame(
+    error="the server is shutting down; re-attach from your cursor",
+    recoverable=True,
+    error_detail={"code": "SERVER_SHUTDOWN"},
+)
+
+
+class Connection:
+    """One open SSE response; the server keeps these to count, drain and report them."""
+
+    __slots__ = ("busy_since", "cursor", "frames", "last_write", "outcome", "peer", "scope",
+                 "started", "stream_id", "waiting")
+
+    def __init__(self, stream_id: str, cursor: int, peer: str) -> None:
+        self.stream_id = stream_id
+        self.cursor = cursor
+        self.peer = peer
+        self.outcome: Outcome = "open"
+        self.scope: anyio.CancelScope | None = None
+        self.started = self.last_write = time.monotonic()
+        #: monotonic time the pending ``send`` began, 0.0 when none is pending
+        self.busy_since = 0.0
+        self.frames = 0
+        self.waiting = False
+
+    def stop(self, outcome: Outcome) -> None:
+        """End the connection (first reason wins): cancels its task group."""
+        if self.outcome == "open":
+            self.outcome = outcome
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+async def serve_frames(
+    conn: Connection,
+    frames: AsyncIterator[StreamFrame],
+    send: Send,
+    receive: Receive,
+    *,
+    heartbeat_interval: float | None,
+    send_timeout: float,
+    expose_errors: bool,
+) -> None:
+    """Stream ``frames`` as the body of an already started response, then close or abandon it."""
+    try:
+        async with anyio.create_task_group() as tg:
+            conn.scope = tg.cancel_scope
+            if conn.outcome != "open":  # shut down before the group existed
+                tg.cancel_scope.cancel()
+            tg.start_soon(_watchdog, conn, send, heartbeat_interval, send_timeout)
+            tg.start_soon(_listen, conn, receive)
+            final = await _pump(conn, frames, send, expose_errors)
+            if final is not None:
+                try:
+                    await _write(conn, send, encode_stream_frame(final))
+                except OSError:
+                    conn.stop("disconnect")
+            if conn.outcome == "open":
+                conn.outcome = "done"
+            tg.cancel_scope.cancel()
+    except anyio.get_cancelled_exc_class():
+        # Cancelled from outside (the server's own shutdown timeout): still owe a terminal.
+        conn.outcome = "shutdown"
+        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            await _close(conn, send)
+        raise
+    finally:
+        aclose = getattr(frames, "aclose", None)
+        if aclose is not None:
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                await aclose()
+    with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+        await _close(conn, send)
+
+
+async def _close(conn: Connection, send: Send) -> None:
+    outcome = conn.outcome
+    if outcome == "disconnect":
+        return  # nobody is listening
+    try:
+        if outcome == "shutdown":
+            await send({"type": "http.response.body", "body": encode_stream_frame(SHUTDOWN_FRAME),
+                        "more_body": True})
+        # done / evicted / shutdown / error: close the body (for ``evicted`` this is the bare
+        # close: no terminal frame, so the reader re-attaches)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+    except OSError:
+        conn.outcome = "disconnect"
+
+
+async def _write(conn: Connection, send: Send, data: bytes) -> None:
+    conn.busy_since = now = time.monotonic()
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+    conn.busy_since = 0.0
+    conn.last_write = now
+
+
+async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send,
+                expose_errors: bool) -> FailFrame | None:
+    """Send frames until a terminal one; return a ``fail`` frame still owed, if any."""
+    try:
+        async for frame in frames:
+            kind = type(frame)
+            if kind is ChunkFrame:
+                conn.waiting = False
+            await _write(conn, send, encode_stream_frame(frame))
+            conn.frames += 1
+            if kind in _TERMINALS:
+                return None
+    except OSError:  # ASGI >= 2.4 servers raise it from send() once the client is gone
+        conn.stop("disconnect")
+        return None
+    except StreamwireError as exc:
+        conn.outcome = "error"
+        logger.warning("sse %s: log read failed: %r", conn.stream_id, exc)
+        return FailFrame(
+            error=str(exc) if expose_errors or exc.status_hint < 500 else "the stream log failed",
+            recoverable=exc.retryable or isinstance(exc, LogError),
+            error_detail={"code": type(exc).__name__},
+        )
+    except Exception as exc:
+        conn.outcome = "error"
+        logger.exception("sse %s: unexpected error while streaming", conn.stream_id)
+        return FailFrame(
+            error=repr(exc) if expose_errors else "internal server error",
+            recoverable=True,
+            error_detail={"code": "INTERNAL"},
+        )
+    conn.outcome = "error"
+    return transport_drop_frame("the stream log's reader ended without a terminal frame")
+
+
+async def _watchdog(conn: Connection, send: Send, heartbeat_interval: float | None,
+                    send_timeout: float) -> None:
+    """Heartbeats while idle; eviction when one ``send`` stalls for ``send_timeout``."""
+    while True:
+        now = time.monotonic()
+        if conn.busy_since:
+            stalled = now - conn.busy_since
+            if stalled >= send_timeout:
+                conn.stop("evicted")
+                return
+            delay = send_timeout - stalled
+        else:
+            idle = now - conn.last_write
+            if heartbeat_interval and idle >= heartbeat_interval:
+                with anyio.move_on_after(send_timeout) as stalled_scope:
+                    await _write(conn, send, _WAITING if conn.waiting else _HEARTBEAT)
+                if stalled_scope.cancelled_caught:
+                    conn.stop("evicted")
+                    return
+                continue
+            delay = min(heartbeat_interval - idle, send_timeout) if heartbeat_interval else send_timeout
+        await anyio.sleep(delay)
+
+
+async def _listen(conn: Connection, receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            conn.stop("disconnect")
+            return
