@@ -32,6 +32,7 @@ from ._codec import (
     encode_stream_frame,
     stream_frame_to_sse,
 )
+from ._payload import ChunkCodec, decode_message_chunk, encode_message_chunk
 from ._state import (
     TRANSPORT_DROP_ERROR,
     ResumeState,
@@ -67,6 +68,7 @@ __all__ = [
     "FRAME_EVENTS",
     "TRANSPORT_DROP_ERROR",
     "CaughtUpFrame",
+    "ChunkCodec",
     "ChunkFrame",
     "EndFrame",
     "EndStatus",
@@ -86,8 +88,10 @@ __all__ = [
     "TruncatedFrame",
     "UnknownFrame",
     "classify_stream_terminal",
+    "decode_message_chunk",
     "decode_stream_frame",
     "decode_transport_events",
+    "encode_message_chunk",
     "encode_stream_frame",
     "iter_transport_events",
     "remote_terminal_outcome",
