@@ -100,7 +100,7 @@ STREAM_END_REASONS: Final[frozenset[StreamEndReason]] = frozenset(get_args(Strea
 
 def is_stream_end_reason(value: object) -> TypeGuard[StreamEndReason]:
     """True if ``value`` is one of the five ``StreamEndReason`` strings (e.g. an abort reason)."""
-    return type(value) is str and value in STREAM_END_REASONS
+    return isinstance(value, str) and value in STREAM_END_REASONS
 
 
 #: The model stop reasons the TRD maps (Bedrock's ``stopReason`` / Anthropic's ``stop_reason``).

@@ -110,10 +110,13 @@ class Contract:
                     _add_event(cls, events, name, bound)
         for attr, value in vars(cls).items():
             if _is_event(value):
-                if value.bound is None or value.bound.contract is not cls:
-                    raise ContractError(f"{cls.__qualname__}.{attr}: an Event instance can "
-                                        "belong to one contract attribute only")
-                _add_event(cls, events, value.bound.name, value.bound)
+                if value.bound is not None or len(value.sites) != 1:
+                    raise ContractError(f"{cls.__qualname__}.{attr}: an Event instance belongs to "
+                                        f"one contract attribute only (it is {value.sites})")
+                name = attr if value.name is None else value.name
+                _check_wire_name(name)
+                value.bound = BoundEvent(cls, name, attr, value)
+                _add_event(cls, events, name, value.bound)
         for bound in events.values():
             owned = vars(cls).get(bound.attr)
             if owned is not None and not (_is_event(owned) and owned.bound is bound):
@@ -167,24 +170,19 @@ class Event(Generic[T]):
     from the contract gives the ``BoundEvent``.
     """
 
-    __slots__ = ("bound", "name")
+    __slots__ = ("bound", "name", "sites")
 
     def __init__(self, name: str | None = None) -> None:
         if name is not None:
             _check_wire_name(name)
         self.name = name
         self.bound: BoundEvent[Any, T] | None = None
+        self.sites: list[str] = []  # every "Class.attr" this instance was assigned to
 
     def __set_name__(self, owner: type[Any], attr: str) -> None:
-        if not issubclass(owner, Contract):
-            raise ContractError(f"Event {attr!r} is declared on {owner.__qualname__}, "
-                                "which is not a Contract subclass")
-        if self.bound is not None:
-            raise ContractError(f"{owner.__qualname__}.{attr}: this Event instance is already "
-                                f"{self.bound.contract.__qualname__}.{self.bound.attr}")
-        name = attr if self.name is None else self.name
-        _check_wire_name(name)
-        self.bound = BoundEvent(owner, name, attr, self)
+        # Only recorded here: Python 3.11 wraps an exception raised in __set_name__ in a
+        # RuntimeError, so ``Contract.__init_subclass__`` checks and binds instead.
+        self.sites.append(f"{owner.__qualname__}.{attr}")
 
     @overload
     def __get__(self, obj: None, owner: type[C]) -> BoundEvent[C, T]: ...
@@ -193,7 +191,9 @@ class Event(Generic[T]):
     def __get__(self, obj: object, owner: type[Any] | None = None) -> BoundEvent[Any, T]:
         bound = self.bound
         if bound is None:
-            raise ContractError("an Event must be a class attribute of a Contract")
+            where = ", ".join(self.sites) or "nowhere"
+            raise ContractError(f"an Event must be a class attribute of a Contract subclass "
+                                f"(this one is declared on {where})")
         return bound
 
 
@@ -358,36 +358,39 @@ class _KeyedUnion:
         self._members = members
         self._fields = fields
         self._names = " | ".join(m.tp.__name__ for m in members)
-        # key set -> the members to try, each with the type to re-validate against (None when the
-        # merged decoder already checked every key with exactly the member's type).
-        self._memo: dict[frozenset[str], tuple[tuple[Any, Any], ...]] = {}
+        # The keys as they arrived -> None when the object is valid as decoded (the merged decoder
+        # checked each key with exactly the picked member's type), else the member types to
+        # re-validate against in turn (an empty tuple when no member fits the keys).
+        self._memo: dict[tuple[str, ...], tuple[Any, ...] | None] = {}
 
-    def _candidates(self, keys: frozenset[str]) -> tuple[tuple[Any, Any], ...]:
-        found = tuple(
-            (m.tp, None if all(self._fields[k] == m.hints[k] for k in keys) else m.tp)
-            for m in self._members if m.required <= keys <= m.declared)
+    def _plan(self, arrived: tuple[str, ...]) -> tuple[Any, ...] | None:
+        keys = frozenset(arrived)
+        fits = [m for m in self._members if m.required <= keys <= m.declared]
+        exact = bool(fits) and all(self._fields[k] == fits[0].hints[k] for k in keys)
+        plan = None if exact else tuple(m.tp for m in fits)
         if len(self._memo) < _MAX_KEYSET_MEMO:
-            self._memo[keys] = found
-        return found
+            self._memo[arrived] = plan
+        return plan
 
     def __call__(self, raw: str | bytes) -> Any:
         decoded = self._decode(raw)
         if type(decoded) is not dict:
             return decoded  # a non-object member of the union (None, a list...), already validated
         obj = cast("dict[str, Any]", decoded)
-        keys = frozenset(obj)
-        candidates = self._memo.get(keys)
-        if candidates is None:
-            candidates = self._candidates(keys)
-        for _member, check in candidates:
-            if check is None:
-                return obj
+        arrived = tuple(obj)
+        try:
+            plan = self._memo[arrived]
+        except KeyError:
+            plan = self._plan(arrived)
+        if plan is None:
+            return obj
+        for check in plan:
             try:
                 return msgspec.convert(obj, check)
             except msgspec.ValidationError:
                 continue
         raise msgspec.ValidationError(
-            f"an object with keys {sorted(keys)} matches no member of {self._names}: "
+            f"an object with keys {sorted(arrived)} matches no member of {self._names}: "
             "a member's required keys must all be present, and no key of another member")
 
 
