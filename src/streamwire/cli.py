@@ -1,0 +1,142 @@
+"""The ``streamwire`` command: ``serve`` a stream log over HTTP, ``demo``, ``tail``.
+
+``streamwire serve --log memory|sqlite:PATH|redis://HOST:PORT/DB --host 127.0.0.1 --port 8000
+[--token TOKEN]`` serves ``streamwire.server``'s routes under uvicorn.
+
+Writes always need ``Authorization: Bearer <token>``. The token is ``--token``, else the
+``STREAMWIRE_TOKEN`` environment variable, else a random one generated at start and printed on
+stderr (so a server is never open for writes by accident). Reads are open unless
+``--protect-reads`` is given. One log line is written per SSE connection opened and closed.
+SIGINT / SIGTERM end every open stream with a recoverable ``fail`` frame, then the server exits
+within ``--grace`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import secrets
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from .log import StreamLog
+
+__all__ = ["main", "open_log"]
+
+_USAGE_ERROR = 2
+
+
+def _load(module: str, name: str) -> Any:
+    """``module.name``, imported on first use (backends and subcommands have their own deps)."""
+    return getattr(importlib.import_module(module), name)
+
+
+def open_log(spec: str, *, redis_prefix: str = "streamwire") -> StreamLog:
+    """Build the log ``--log`` names: ``memory``, ``sqlite:PATH`` or ``redis://HOST:PORT/DB``.
+
+    Raises:
+        ValueError: the spec names no known backend.
+        ImportError: the backend needs an extra that is not installed.
+    """
+    if spec == "memory":
+        from .log.memory import MemoryLog
+
+        return MemoryLog()
+    if spec.startswith("sqlite:"):
+        path = spec.removeprefix("sqlite:")
+        if not path:
+            raise ValueError("--log sqlite:PATH needs a file path, e.g. sqlite:streams.db")
+        return cast(StreamLog, _load("streamwire.log.sqlite", "SQLiteLog")(path))
+    if spec.startswith(("redis://", "rediss://", "unix://")):
+        try:
+            redis_log = _load("streamwire.log.redis", "RedisLog")
+        except ImportError as exc:
+            raise ImportError(f'--log {spec} needs redis: pip install "streamwire[redis]" '
+                              f"({exc})") from exc
+        return cast(StreamLog, redis_log(url=spec, prefix=redis_prefix))
+    raise ValueError(f"--log must be memory, sqlite:PATH or redis://HOST:PORT/DB, not {spec!r}")
+
+
+def _serve_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--log", default="memory",
+                   help="memory (default), sqlite:PATH or redis://HOST:PORT/DB")
+    p.add_argument("--redis-prefix", default="streamwire", help="key prefix for a Redis log")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port to bind (default 8000; 0: any)")
+    p.add_argument("--token", default=None,
+                   help="bearer token for writes (default: $STREAMWIRE_TOKEN, else a random one "
+                        "printed at start)")
+    p.add_argument("--protect-reads", action="store_true", help="require the token for reads too")
+    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="allow browser requests from ORIGIN (repeatable; * for any)")
+    p.add_argument("--heartbeat", type=float, default=15.0, help="seconds between heartbeats")
+    p.add_argument("--grace", type=float, default=5.0,
+                   help="seconds to wait for streams to close on shutdown")
+    p.add_argument("--access-log", action="store_true", help="also log every HTTP request")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
+    from .server import bearer_token, create_app, uvicorn_server
+
+    app = create_app(log, authorize=bearer_token(token, protect_reads=args.protect_reads),
+                     heartbeat_interval=args.heartbeat or None, cors_origins=args.cors_origin,
+                     shutdown_grace_period=args.grace)
+    server = uvicorn_server(app, host=args.host, port=args.port, log_level=args.log_level,
+                            access_log=args.access_log, log_config=None)
+    async with contextlib.AsyncExitStack() as stack:
+        enter = getattr(log, "__aenter__", None)
+        if enter is not None:
+            await stack.enter_async_context(log)  # type: ignore[arg-type]
+        else:
+            stack.push_async_callback(log.aclose)
+        await server.serve()
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        log = open_log(args.log, redis_prefix=args.redis_prefix)
+    except (ValueError, ImportError) as exc:
+        print(f"streamwire serve: {exc}", file=sys.stderr)
+        return _USAGE_ERROR
+    token = args.token or os.environ.get("STREAMWIRE_TOKEN") or ""
+    if not token:
+        token = secrets.token_urlsafe(24)
+        print(f"streamwire serve: no --token given; writes need: Authorization: Bearer {token}",
+              file=sys.stderr, flush=True)
+    asyncio.run(_serve(args, log, token))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``streamwire`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # demo and tail own their arguments (streamwire.demo / streamwire.tail parse them).
+    if argv and argv[0] in ("demo", "tail"):
+        # imported lazily: the subcommands are separate modules with their own dependencies
+        command = cast(Callable[[list[str]], int], _load(f"streamwire.{argv[0]}", "main"))
+        return command(argv[1:])
+    parser = argparse.ArgumentParser(prog="streamwire",
+                                     description="Typed, resumable Server-Sent Events.")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,demo,tail}")
+    _serve_options(sub.add_parser(
+        "serve", help="serve stream logs over HTTP (wire v2)", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter))
+    sub.add_parser("demo", help="stream a simulated reply, cut it midway and resume it", add_help=False)
+    sub.add_parser("tail", help="print the events of an SSE or wire v2 stream", add_help=False)
+    args = parser.parse_args(argv)
+    if args.command != "serve":
+        parser.print_help(sys.stderr)
+        return _USAGE_ERROR
+    return _run_serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
