@@ -170,7 +170,7 @@ class Event(Generic[T]):
     from the contract gives the ``BoundEvent``.
     """
 
-    __slots__ = ("bound", "name", "sites")
+    __slots__ = ("__orig_class__", "bound", "name", "sites")  # __orig_class__: Event[X]()
 
     def __init__(self, name: str | None = None) -> None:
         if name is not None:
