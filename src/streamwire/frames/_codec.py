@@ -9,7 +9,7 @@ payload is ``msgspec.Raw``: it is copied through, never parsed, on both sides; o
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, final, get_args
+from typing import Annotated, Any, Final, final, get_args
 
 import msgspec
 
@@ -44,7 +44,7 @@ _QUOTE: Final = 200
 @final
 class _TruncatedWire(msgspec.Struct, frozen=True, rename="camel"):
     # On the wire errorDetail is required (the seed's table); the public type defaults it.
-    floor: int
+    floor: Annotated[int, msgspec.Meta(ge=0)]
     error_detail: dict[str, Any]
 
 
