@@ -388,9 +388,20 @@ class MemoryLog:
             while True:
                 frames, done = self._poll(st, reader)
                 if frames:
+                    version = st.version
                     for frame in frames:
                         yield frame
-                    if done:
+                        if st.version != version:
+                            # a cleanup, reset or delete happened meanwhile: the rest of this
+                            # batch may be stale (removed chunks are never delivered after it)
+                            if isinstance(frame, ChunkFrame):
+                                reader.pos = frame.sequence
+                            break
+                    else:
+                        if done:
+                            return
+                        continue
+                    if done and frame is frames[-1]:
                         return
                     continue
                 wake = st.wake

@@ -1,0 +1,67 @@
+"""The ``make_log`` fixture: the contract suite runs once per backend (memory, SQLite, Redis)."""
+
+from __future__ import annotations
+
+import importlib.util
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require
+from streamwire.log import StreamLog
+from streamwire.testing import LogFactory
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _redis_answers() -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _new_log(backend: str, tmp_path: Path, n: int, limits: dict[str, Any]) -> StreamLog:
+    if backend == "memory":
+        from streamwire.log.memory import MemoryLog
+
+        return MemoryLog(**limits)
+    if backend == "sqlite":
+        from streamwire.log.sqlite import SQLiteLog
+
+        return SQLiteLog(tmp_path / f"log{n}.db", **limits)
+    from streamwire.log.redis import RedisLog  # type: ignore[import-not-found,unused-ignore]
+
+    log: StreamLog = RedisLog(url=REDIS_URL, prefix=f"swtest:{uuid.uuid4().hex}:", **limits)
+    return log
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    if name == "redis":
+        require(importlib.util.find_spec("streamwire.log.redis") is not None,
+                "streamwire.log.redis is not written yet")
+        require(_redis_answers(), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
+    return name
+
+
+@pytest.fixture
+async def make_log(backend: str, tmp_path: Path, anyio_backend: str) -> AsyncIterator[LogFactory]:
+    """Fresh logs of the parametrised backend; every one is closed after the test."""
+    logs: list[StreamLog] = []
+
+    async def make(**limits: Any) -> StreamLog:
+        log = _new_log(backend, tmp_path, len(logs), limits)
+        logs.append(log)
+        return log
+
+    yield make
+    for log in logs:
+        await log.aclose()
