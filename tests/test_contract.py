@@ -148,16 +148,16 @@ class TestDeclaration:
             x: Event[str] = Event()
 
         with pytest.raises(ContractError, match="wire name 'x'"):
-            class Both(A, B):
+            class Both(A, B):  # type: ignore[misc]
                 pass
 
     def test_hiding_an_inherited_event(self) -> None:
         with pytest.raises(ContractError, match="hides the event 'status'"):
             class Redeclared(Billing):
-                status: Event[int] = Event("status2")
+                status: Event[int] = Event("status2")  # type: ignore[assignment]
         with pytest.raises(ContractError, match="hides the event"):
             class Shadowed(Billing):
-                status = 3
+                status = 3  # type: ignore[assignment]
 
     def test_one_event_instance_per_attribute(self) -> None:
         shared: Event[int] = Event()
