@@ -1,0 +1,314 @@
+"""The resumable client's sans-I/O half: what to send, what the bytes mean, when and whether to retry.
+
+The async and sync adapters in ``client.py`` only move bytes and sleep; every decision lives here so
+the two loops stay twins. The protocol itself (dedup by sequence, rewound, terminal rules) is
+``streamwire.frames.ResumeState``; this module adds the policy around re-attaching: backoff with
+jitter (floored by the server's ``retry:``), the attempt and outage caps, and the mapping of HTTP
+answers and transport failures to typed, retryable-or-not errors.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar, final
+
+from .errors import (
+    ResponseStatusError,
+    RetriesExhaustedError,
+    StreamDropError,
+    StreamTruncatedError,
+    StreamwireError,
+)
+from .frames import (
+    CaughtUpFrame,
+    ChunkFrame,
+    EndFrame,
+    ResumeState,
+    RewoundFrame,
+    decode_stream_frame,
+)
+from .sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE, SSEDecoder, SSEEvent
+
+__all__ = [
+    "DEFAULT_BACKOFF_INITIAL",
+    "DEFAULT_BACKOFF_MAX",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_MAX_ELAPSED",
+    "RetryPolicy",
+]
+
+T = TypeVar("T")
+
+#: Consecutive failed attempts (no progress in between) before giving up. Ten attempts with the
+#: default backoff span about a minute, longer than a typical deploy's restart.
+DEFAULT_MAX_ATTEMPTS: Final = 10
+#: Seconds of outage (time since the last progress) before giving up.
+DEFAULT_MAX_ELAPSED: Final = 120.0
+#: First reconnection delay (seconds) when the server sent no ``retry:``; doubles per failure.
+DEFAULT_BACKOFF_INITIAL: Final = 0.25
+#: The backoff never grows past this (seconds), unless the server's ``retry:`` asks for more.
+DEFAULT_BACKOFF_MAX: Final = 10.0
+#: Seconds without a single byte (a heartbeat included) before a connection counts as dropped.
+#: Servers heartbeat every 15 s by default, so 45 s tolerates two lost heartbeats.
+DEFAULT_IDLE_TIMEOUT: Final = 45.0
+#: Seconds to open a connection and get the response headers.
+DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+
+# HTTP answers worth re-attaching after: the server or a proxy is briefly unable to serve.
+_RETRY_STATUSES: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When and how often a resumable stream re-attaches.
+
+    ``max_attempts`` counts consecutive attempts without progress and ``max_elapsed`` the seconds
+    since the last progress (a new chunk, a caught-up frame or a terminal frame), so a long healthy
+    stream with occasional drops never runs out; None lifts a cap. The delay before attempt *n* is
+    ``backoff_initial * 2**(n-1)`` capped at ``backoff_max``, times a random factor in
+    ``[1, 1 + jitter]``; the server's ``retry:`` (when ``honour_server_retry``) replaces
+    ``backoff_initial`` and is never undercut, as a browser's EventSource would honour it.
+    """
+
+    max_attempts: int | None = DEFAULT_MAX_ATTEMPTS
+    max_elapsed: float | None = DEFAULT_MAX_ELAPSED
+    backoff_initial: float = DEFAULT_BACKOFF_INITIAL
+    backoff_max: float = DEFAULT_BACKOFF_MAX
+    jitter: float = 0.5
+    honour_server_retry: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1 (or None for no cap)")
+        if self.backoff_initial < 0 or self.backoff_max < 0 or self.jitter < 0:
+            raise ValueError("backoff_initial, backoff_max and jitter must be >= 0")
+
+
+@dataclass(slots=True)
+class ClientStats:
+    """Counters of one resumable stream (read them after or during iteration)."""
+
+    #: Connections opened (the first one included).
+    connections: int = 0
+    #: Re-attachments after a drop, an eviction, a malformed frame or a recoverable failure.
+    reattaches: int = 0
+    #: Chunks delivered on a re-attached connection before its caught-up frame (from the log).
+    replayed: int = 0
+    #: Chunk frames dropped because their sequence was already delivered.
+    duplicates: int = 0
+    #: Chunks delivered to the caller.
+    delivered: int = 0
+
+
+class ClientSession(Generic[T]):
+    """One logical read of a stream across any number of connections (sans-I/O)."""
+
+    __slots__ = (
+        "_attempt",
+        "_deferred",
+        "_in_replay",
+        "_max_event",
+        "_max_line",
+        "_outage_since",
+        "_rng",
+        "_state",
+        "decoder",
+        "end_frame",
+        "finished",
+        "handed",
+        "last_error",
+        "pending",
+        "policy",
+        "stats",
+    )
+
+    def __init__(self, cursor: int, policy: RetryPolicy, *, max_line_size: int = DEFAULT_MAX_LINE_SIZE,
+                 max_event_size: int = DEFAULT_MAX_EVENT_SIZE, rng: random.Random | None = None,
+                 now: float) -> None:
+        if cursor < 0:
+            raise ValueError(f"cursor must be >= 0, got {cursor}")
+        self.policy = policy
+        self._state = ResumeState(cursor)
+        self._max_line = max_line_size
+        self._max_event = max_event_size
+        self._rng = rng if rng is not None else random.Random()
+        self.decoder = SSEDecoder(max_line_size=max_line_size, max_event_size=max_event_size)
+        self.pending: deque[ChunkFrame | RewoundFrame] = deque()
+        self._deferred: StreamwireError | None = None
+        self._attempt = 0
+        self._outage_since: float = now
+        self._in_replay = False
+        self.end_frame: EndFrame | None = None
+        #: The sequence of the last chunk handed to the caller (the adapter sets it).
+        self.handed = cursor
+        self.finished = False
+        self.last_error: BaseException | None = None
+        self.stats = ClientStats()
+
+    @property
+    def cursor(self) -> int:
+        """The highest sequence delivered (what a re-attach sends as ``Last-Event-ID``)."""
+        return self._state.cursor
+
+    # -- a connection ----------------------------------------------------------------------------
+
+    def begin(self) -> dict[str, str]:
+        """A connection is about to open: reset per-connection state, return its request headers."""
+        self.stats.connections += 1
+        self._in_replay = self.stats.connections > 1
+        if self._in_replay:
+            self._state.reattach()
+        retry = self.decoder.retry
+        self.decoder = SSEDecoder(max_line_size=self._max_line, max_event_size=self._max_event)
+        if retry is not None:
+            # Keep the server's reconnection time across connections, as EventSource does.
+            self.decoder.feed(f"retry: {retry}\n\n".encode())
+        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+        if self.cursor:
+            headers["Last-Event-ID"] = str(self.cursor)
+        return headers
+
+    def check_response(self, status: int, content_type: str, retry_after: str | None,
+                       body: bytes) -> bool:
+        """True for a 200 ``text/event-stream``; else the connection fails with a typed
+        ``ResponseStatusError`` (retryable for 408, 425, 429 and 5xx) and this returns False."""
+        if status == 200 and content_type.split(";")[0].strip().lower() == "text/event-stream":
+            return True
+        text = body[:300].decode("utf-8", "replace")
+        if status == 200:
+            self._defer(ResponseStatusError(
+                f"expected text/event-stream, got {content_type or 'no content type'!r}: {text!r}",
+                status_code=status, retryable=False))
+            return False
+        wait: float | None = None
+        if retry_after is not None and retry_after.strip().isdigit():
+            wait = float(retry_after.strip())
+        self._defer(ResponseStatusError(f"HTTP {status}: {text!r}", status_code=status,
+                                        retryable=status in _RETRY_STATUSES, retry_after=wait))
+        return False
+
+    def feed(self, data: bytes) -> None:
+        """Bytes of the body: queue what they complete; a protocol error waits behind the chunks
+        decoded before it (``take_error``)."""
+        if self._deferred is not None or self.finished:
+            return
+        try:
+            events = self.decoder.feed(data)
+        except StreamwireError as exc:  # SSEDecodeError: over a limit; not worth a re-attach
+            self._frames(getattr(exc, "events", []))
+            self._defer(exc)
+            return
+        self._frames(events)
+
+    def end_of_body(self) -> None:
+        """The body ended: a last frame may lack its blank line; no terminal frame is a drop."""
+        if self._deferred is not None or self.finished:
+            return
+        try:
+            self._frames(self.decoder.flush())
+        except StreamwireError as exc:
+            self._defer(exc)
+            return
+        if self._deferred is None and not self.finished:
+            try:
+                self._state.eof()
+            except StreamDropError as exc:  # ruling a: no terminal frame is a drop
+                self._defer(exc)
+
+    def transport_failed(self, exc: BaseException, what: str) -> None:
+        """The connection broke (network error, idle timeout): a drop, chained to its cause."""
+        if self._deferred is not None or self.finished:
+            return
+        drop = StreamDropError(f"{what}: {type(exc).__name__}: {exc}", cursor=self.cursor)
+        drop.__cause__ = exc
+        self._defer(drop)
+
+    def _frames(self, events: Sequence[SSEEvent]) -> None:
+        state = self._state
+        for event in events:
+            try:
+                frame = decode_stream_frame(event)
+                before = state.cursor
+                out = state.receive(frame)
+            except StreamwireError as exc:
+                self._defer(exc)
+                return
+            if isinstance(frame, CaughtUpFrame):
+                self._in_replay = False
+                self._progress()
+            for item in out:
+                if isinstance(item, ChunkFrame):
+                    self.stats.delivered += 1
+                    if self._in_replay:
+                        self.stats.replayed += 1
+                self.pending.append(item)
+            if isinstance(frame, ChunkFrame) and state.cursor == before:
+                self.stats.duplicates += 1
+            elif out:
+                self._progress()
+            if state.terminal is not None:
+                if isinstance(state.terminal, EndFrame):
+                    self.end_frame = state.terminal
+                self.finished = True
+                self._progress()
+                return
+
+    def _defer(self, exc: StreamwireError) -> None:
+        self._deferred = exc
+
+    def _progress(self) -> None:
+        self._attempt = 0
+        self._outage_since = -1.0
+
+    # -- between connections ---------------------------------------------------------------------
+
+    def take_error(self) -> StreamwireError | None:
+        """The error that ended the current connection, once its chunks were handed out."""
+        if self.pending:
+            return None
+        exc, self._deferred = self._deferred, None
+        return exc
+
+    def resume_from(self, sequence: int) -> None:
+        """After a snapshot (the truncated hook): continue from ``sequence``."""
+        self._state.resume_from(sequence)
+        self.handed = sequence
+
+    def reattach_delay(self, exc: StreamwireError, now: float) -> float:
+        """Seconds to wait before re-attaching after ``exc``, or raise: ``exc`` itself when it is
+        not retryable, ``RetriesExhaustedError`` (chained to ``exc``) when a cap is reached."""
+        self.last_error = exc
+        if isinstance(exc, StreamTruncatedError) or not exc.retryable:
+            raise exc
+        if self._outage_since < 0:
+            self._outage_since = now
+        self._attempt += 1
+        self.stats.reattaches += 1
+        policy = self.policy
+        elapsed = now - self._outage_since
+        over_attempts = policy.max_attempts is not None and self._attempt > policy.max_attempts
+        over_time = policy.max_elapsed is not None and elapsed >= policy.max_elapsed
+        if over_attempts or over_time:
+            cap = (f"max_attempts={policy.max_attempts}" if over_attempts
+                   else f"max_elapsed={policy.max_elapsed}s")
+            raise RetriesExhaustedError(
+                f"gave up re-attaching at cursor {self.cursor} after {self._attempt - 1} attempts "
+                f"in {elapsed:.1f}s ({cap}; raise it in RetryPolicy); last error: "
+                f"{type(exc).__name__}: {exc}",
+                attempts=self._attempt - 1, elapsed=elapsed, last_error=exc,
+            ) from exc
+        base = policy.backoff_initial
+        server = self.decoder.retry
+        if policy.honour_server_retry and server is not None:
+            base = server / 1000
+        delay = min(base * 2.0 ** (self._attempt - 1), max(policy.backoff_max, base))
+        if isinstance(exc, ResponseStatusError) and exc.retry_after is not None:
+            delay = max(delay, exc.retry_after)
+        return delay * (1 + policy.jitter * self._rng.random())
+

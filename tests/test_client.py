@@ -1,0 +1,596 @@
+"""The resumable client against real sockets: a scripted raw HTTP server for exact misbehaviour
+(bare closes mid-frame, malformed frames, stalls, error statuses) and the real stream server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import httpx
+import msgspec
+import pytest
+
+from streamwire.client import AsyncResumableStream, ResumableStream, RetryPolicy
+from streamwire.errors import (
+    ResponseStatusError,
+    RetriesExhaustedError,
+    SSEDecodeError,
+    StreamDropError,
+    StreamFailedError,
+    StreamTruncatedError,
+)
+from streamwire.frames import ChunkFrame, RewoundFrame
+from streamwire.sse import encode_comment, encode_frame
+
+FAST = RetryPolicy(backoff_initial=0.001, backoff_max=0.01, jitter=0.1)
+
+
+# -- frames, written by hand so a test controls every byte ----------------------------------------
+
+
+def chunk(seq: int, payload: Any = None) -> bytes:
+    body = json.dumps({"sequence": seq, "chunk": payload if payload is not None else {"n": seq}})
+    return encode_frame(body, event="chunk", id=str(seq))
+
+
+def chunks(first: int, last: int) -> bytes:
+    return b"".join(chunk(s) for s in range(first, last + 1))
+
+
+def end(status: str = "completed", **extra: Any) -> bytes:
+    return encode_frame(json.dumps({"status": status, **extra}), event="end")
+
+
+def fail(error: str, recoverable: bool, detail: dict[str, Any] | None = None) -> bytes:
+    data: dict[str, Any] = {"error": error, "recoverable": recoverable}
+    if detail is not None:
+        data["errorDetail"] = detail
+    return encode_frame(json.dumps(data), event="fail")
+
+
+def caught_up(head: int) -> bytes:
+    return encode_frame(json.dumps({"head": head}), event="caught-up")
+
+
+def truncated(floor: int) -> bytes:
+    return encode_frame(json.dumps({"floor": floor, "errorDetail": {"code": "TRUNCATED"}}),
+                        event="truncated")
+
+
+def sequences(items: list[ChunkFrame]) -> list[int]:
+    return [c.sequence for c in items]
+
+
+# -- a scripted HTTP/1.1 server on 127.0.0.1 ------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """One connection's answer. ``body`` is written, then the socket closes (a bare close unless
+    the body ends with a terminal frame); ``stall`` seconds of silence come first when set."""
+
+    body: bytes = b""
+    status: int = 200
+    content_type: str = "text/event-stream"
+    chunked: bool = False
+    stall_after: int | None = None  # bytes written before going silent (for idle_timeout)
+    extra_headers: dict[str, str] = field(default_factory=dict)
+
+
+class Scripted:
+    """Serve ``replies`` in order, one per connection (the last one repeats). Records each
+    request's headers and arrival time. Runs its own loop in a thread (sync and async clients)."""
+
+    def __init__(self, replies: list[Reply]) -> None:
+        self.replies = replies
+        self.requests: list[dict[str, str]] = []
+        self.times: list[float] = []
+        self.port = 0
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._main(),),
+                                        daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/streams/s/sse"
+
+    def __enter__(self) -> Scripted:
+        self._thread.start()
+        assert self._ready.wait(5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._stop is not None
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(5)
+        self._loop.close()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        await self._stop.wait()
+        server.close()
+        for w in list(self._writers):
+            w.transport.abort()
+        await server.wait_closed()
+
+    _writers: set[asyncio.StreamWriter] = set()  # noqa: RUF012
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")[1:]
+            headers = {k.strip().lower(): v.strip() for k, v in
+                       (line.split(":", 1) for line in lines if ":" in line)}
+            index = len(self.requests)
+            self.requests.append(headers)
+            self.times.append(time.monotonic())
+            reply = self.replies[min(index, len(self.replies) - 1)]
+            status_line = f"HTTP/1.1 {reply.status} X\r\ncontent-type: {reply.content_type}\r\n"
+            for k, v in reply.extra_headers.items():
+                status_line += f"{k}: {v}\r\n"
+            body = reply.body[: reply.stall_after] if reply.stall_after is not None else reply.body
+            if reply.chunked:
+                writer.write(f"{status_line}transfer-encoding: chunked\r\n\r\n".encode())
+                if body:
+                    writer.write(f"{len(body):x}\r\n".encode() + body + b"\r\n")
+                # no closing 0-chunk: a bare close mid-body is an incomplete chunked read
+            else:
+                writer.write(f"{status_line}connection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+            if reply.stall_after is not None:
+                await asyncio.sleep(30)
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.transport.abort()
+            self._writers.discard(writer)
+
+
+async def read_all(url: str, *, got: list[Any] | None = None,
+                   **kw: Any) -> tuple[list[Any], AsyncResumableStream[Any]]:
+    """Read the stream at ``url`` to its end into ``got`` (kept when it raises)."""
+    kw.setdefault("retry", FAST)
+    got = [] if got is None else got
+    async with httpx.AsyncClient() as client, AsyncResumableStream(client, url, **kw) as stream:
+        with anyio.fail_after(20):
+            async for item in stream:
+                got.append(item)  # one by one: a raise keeps what came before it
+    return got, stream
+
+
+@contextlib.asynccontextmanager
+async def opened(url: str, **kw: Any) -> AsyncIterator[AsyncResumableStream[Any]]:
+    async with httpx.AsyncClient() as client, AsyncResumableStream(client, url, **kw) as stream:
+        yield stream
+
+
+# -- drops, dedup, order ---------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("chunked", [False, True], ids=["eof", "incomplete-chunked"])
+async def test_bare_close_mid_frame_reattaches_from_cursor_exactly_once(chunked: bool) -> None:
+    first = chunks(1, 5) + chunk(6)[:9]  # cut inside frame 6
+    # The second server replays from before the cursor: duplicates must be dropped.
+    second = chunks(3, 9) + caught_up(9) + chunks(10, 12) + end()
+    with Scripted([Reply(first, chunked=chunked), Reply(second)]) as srv:
+        got, stream = await read_all(srv.url)
+    assert sequences(got) == list(range(1, 13))
+    assert "last-event-id" not in srv.requests[0]
+    assert srv.requests[1]["last-event-id"] == "5"
+    assert stream.end_frame is not None
+    assert stream.end_frame.status == "completed"
+    assert stream.stats.reattaches == 1
+    assert stream.stats.duplicates == 3
+    assert stream.stats.replayed == 4  # 6..9 before caught-up on the re-attached connection
+    assert isinstance(stream.last_error, StreamDropError)
+    assert stream.last_error.cursor == 5
+
+
+@pytest.mark.anyio
+async def test_last_frame_without_blank_line_is_delivered_by_flush() -> None:
+    body = chunks(1, 2) + end()[:-1]  # the end frame lacks its closing blank line
+    with Scripted([Reply(body)]) as srv:
+        got, stream = await read_all(srv.url)
+    assert sequences(got) == [1, 2]
+    assert stream.end_frame is not None
+    assert stream.stats.connections == 1
+
+
+@pytest.mark.anyio
+async def test_malformed_frame_is_a_retryable_reattach_not_a_skip() -> None:
+    bad = encode_frame('{"sequence": 3, "chunk": ', event="chunk", id="3")
+    with Scripted([Reply(chunks(1, 2) + bad + chunks(4, 5)), Reply(chunks(3, 4) + end())]) as srv:
+        got, stream = await read_all(srv.url)
+    assert sequences(got) == [1, 2, 3, 4]
+    assert srv.requests[1]["last-event-id"] == "2"
+    assert type(stream.last_error).__name__ == "MalformedFrameError"
+
+
+@pytest.mark.anyio
+async def test_unknown_events_and_comments_are_ignored() -> None:
+    body = (encode_comment("heartbeat") + chunk(1) + encode_frame("{}", event="error")
+            + encode_frame("not json", event="future-thing") + chunk(2) + end())
+    with Scripted([Reply(body)]) as srv:
+        got, _ = await read_all(srv.url)
+    assert sequences(got) == [1, 2]
+
+
+@pytest.mark.anyio
+async def test_silent_connection_is_a_drop_after_idle_timeout() -> None:
+    body = chunks(1, 2)
+    with Scripted([Reply(body, stall_after=len(body)), Reply(chunks(3, 3) + end())]) as srv:
+        start = time.monotonic()
+        got, stream = await read_all(srv.url, idle_timeout=0.3)
+    assert sequences(got) == [1, 2, 3]
+    assert 0.3 <= srv.times[1] - start < 5
+    assert isinstance(stream.last_error, StreamDropError)
+    assert "idle_timeout" in str(stream.last_error)
+
+
+# -- terminal frames -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_recoverable_fail_reattaches_first() -> None:
+    with Scripted([Reply(chunks(1, 2) + fail("server draining", True)),
+                   Reply(chunks(3, 4) + end("paused"))]) as srv:
+        got, stream = await read_all(srv.url)
+    assert sequences(got) == [1, 2, 3, 4]
+    assert srv.requests[1]["last-event-id"] == "2"
+    assert stream.end_frame is not None
+    assert stream.end_frame.status == "paused"
+
+
+@pytest.mark.anyio
+async def test_final_fail_raises_with_error_detail_after_the_chunks_before_it() -> None:
+    detail = {"code": "MODEL_ERROR", "message": "overloaded"}
+    got: list[ChunkFrame] = []
+    with (Scripted([Reply(chunks(1, 3) + fail("model failed", False, detail))]) as srv,
+          pytest.raises(StreamFailedError) as info):
+        await read_all(srv.url, got=got)
+    assert sequences(got) == [1, 2, 3]
+    assert info.value.error == "model failed"
+    assert info.value.error_detail == detail
+    assert info.value.recoverable is False
+    assert len(srv.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_truncated_raises_with_floor() -> None:
+    with Scripted([Reply(truncated(40))]) as srv, pytest.raises(StreamTruncatedError) as info:
+        await read_all(srv.url, cursor=7)
+    assert info.value.floor == 40
+    assert info.value.error_detail == {"code": "TRUNCATED"}
+    assert srv.requests[0]["last-event-id"] == "7"
+
+
+@pytest.mark.anyio
+async def test_truncated_hook_refetches_a_snapshot_and_resumes_after_it() -> None:
+    floors: list[int] = []
+
+    async def snapshot(floor: int) -> int:
+        floors.append(floor)
+        await anyio.lowlevel.checkpoint()
+        return 40  # the snapshot covers everything up to sequence 40
+
+    with Scripted([Reply(truncated(40)), Reply(chunks(41, 43) + end())]) as srv:
+        got, stream = await read_all(srv.url, cursor=7, on_truncated=snapshot)
+    assert floors == [40]
+    assert srv.requests[1]["last-event-id"] == "40"
+    assert sequences(got) == [41, 42, 43]
+    assert stream.cursor == 43
+
+
+@pytest.mark.anyio
+async def test_rewound_goes_to_the_callback_in_stream_order() -> None:
+    seen: list[tuple[str, int]] = []
+    rewound = encode_frame(json.dumps({"atStep": 1, "atSequence": 3}), event="rewound")
+    body = chunks(1, 3) + rewound + chunks(4, 5) + end()
+
+    def on_rewound(frame: RewoundFrame) -> None:
+        seen.append(("rewound", frame.at_step))
+
+    with Scripted([Reply(body)]) as srv:
+        async with opened(srv.url, on_rewound=on_rewound) as stream:
+            async for c in stream:
+                seen.append(("chunk", c.sequence))  # noqa: PERF401 (interleaved with the callback)
+    assert seen == [("chunk", 1), ("chunk", 2), ("chunk", 3), ("rewound", 1), ("chunk", 4),
+                    ("chunk", 5)]
+
+
+# -- HTTP answers, caps, backoff -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_503_with_retry_after_is_retried_and_404_is_not() -> None:
+    with Scripted([Reply(b"busy", status=503, content_type="text/plain",
+                         extra_headers={"retry-after": "0"}),
+                   Reply(chunks(1, 1) + end())]) as srv:
+        got, _ = await read_all(srv.url)
+    assert sequences(got) == [1]
+    with (Scripted([Reply(b'{"error":"no such stream"}', status=404,
+                          content_type="application/json")]) as srv,
+          pytest.raises(ResponseStatusError) as info):
+        await read_all(srv.url)
+    assert info.value.status_code == 404
+    assert "no such stream" in str(info.value)
+    assert len(srv.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_not_sse_is_a_clear_error() -> None:
+    with (Scripted([Reply(b"<html>", content_type="text/html")]) as srv,
+          pytest.raises(ResponseStatusError, match="expected text/event-stream")):
+        await read_all(srv.url)
+
+
+@pytest.mark.anyio
+async def test_max_attempts_gives_up_saying_what_happened() -> None:
+    with Scripted([Reply(chunks(1, 1)), Reply(b"")]) as srv:
+        got: list[ChunkFrame] = []
+        with pytest.raises(RetriesExhaustedError) as info:
+            await read_all(srv.url, retry=RetryPolicy(max_attempts=3, backoff_initial=0.001))
+    err = info.value
+    assert err.attempts == 3
+    assert isinstance(err.last_error, StreamDropError)
+    assert err.__cause__ is err.last_error
+    assert "max_attempts=3" in str(err)
+    assert "cursor 1" in str(err)
+    assert len(srv.requests) == 4  # the first connection and three re-attaches
+    assert got == []
+
+
+@pytest.mark.anyio
+async def test_max_elapsed_gives_up() -> None:
+    policy = RetryPolicy(max_attempts=None, max_elapsed=0.3, backoff_initial=0.05,
+                         backoff_max=0.05)
+    with (Scripted([Reply(b"")]) as srv,
+          pytest.raises(RetriesExhaustedError, match=r"max_elapsed=0\.3s") as info):
+        await read_all(srv.url, retry=policy)
+    assert info.value.elapsed >= 0.3
+
+
+@pytest.mark.anyio
+async def test_connection_refused_is_retried_then_reported() -> None:
+    with Scripted([Reply(b"")]) as srv:
+        url = srv.url
+    with pytest.raises(RetriesExhaustedError) as info:
+        await read_all(url, retry=RetryPolicy(max_attempts=2, backoff_initial=0.001))
+    assert isinstance(info.value.last_error, StreamDropError)
+    assert isinstance(info.value.last_error.__cause__, httpx.ConnectError)
+
+
+@pytest.mark.anyio
+async def test_server_retry_field_is_honoured_and_backoff_grows() -> None:
+    with Scripted([Reply(b"retry: 200\n\n" + chunks(1, 1)), Reply(b""),
+                   Reply(chunks(2, 2) + end())]) as srv:
+        got, _ = await read_all(srv.url, retry=RetryPolicy(backoff_initial=0.001, jitter=0))
+    assert sequences(got) == [1, 2]
+    gap1 = srv.times[1] - srv.times[0]
+    gap2 = srv.times[2] - srv.times[1]
+    assert gap1 >= 0.2  # never sooner than the server asked
+    assert gap2 >= 0.4  # a second failure without progress doubles it
+
+
+@pytest.mark.anyio
+async def test_decoder_limit_is_not_retried() -> None:
+    with (Scripted([Reply(chunk(1, {"text": "x" * 5000}) + end())]) as srv,
+          pytest.raises(SSEDecodeError) as info):
+        await read_all(srv.url, max_line_size=1000)
+    assert info.value.limit == "max_line_size"
+    assert len(srv.requests) == 1
+
+
+# -- typed items -----------------------------------------------------------------------------------
+
+
+class Token(msgspec.Struct):
+    text: str
+
+
+@pytest.mark.anyio
+async def test_decode_types_the_items() -> None:
+    body = chunk(1, {"text": "Hel"}) + chunk(2, {"text": "lo"}) + end()
+
+    def decode(c: ChunkFrame) -> Token:
+        return msgspec.json.decode(c.chunk, type=Token)
+
+    with Scripted([Reply(body)]) as srv:
+        async with opened(srv.url, decode=decode) as stream:
+            texts = [t.text async for t in stream]
+    assert texts == ["Hel", "lo"]
+
+
+# -- the caller's own abort ends quietly -----------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_leaving_the_block_early_closes_quietly() -> None:
+    body = chunks(1, 3)
+    with Scripted([Reply(body, stall_after=len(body))]) as srv:
+        with anyio.fail_after(5):
+            async with opened(srv.url) as stream:
+                async for c in stream:
+                    if c.sequence == 2:
+                        break
+    assert stream.cursor == 2
+    assert stream.last_error is None
+    assert stream.stats.connections == 1
+
+
+@pytest.mark.anyio
+async def test_close_from_another_task_ends_iteration_quietly() -> None:
+    body = chunks(1, 2)
+    got: list[int] = []
+    with Scripted([Reply(body, stall_after=len(body))]) as srv:
+        async with opened(srv.url) as stream:
+
+            async def closer() -> None:
+                await anyio.sleep(0.2)
+                stream.close()
+
+            with anyio.fail_after(5):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(closer)
+                    got.extend([c.sequence async for c in stream])
+    assert got == [1, 2]
+    assert stream.last_error is None
+
+
+@pytest.mark.anyio
+async def test_cancelling_the_reader_is_not_a_drop() -> None:
+    body = chunks(1, 1)
+    with Scripted([Reply(body, stall_after=len(body))]) as srv:
+        async with opened(srv.url) as stream:
+            with anyio.move_on_after(0.3) as scope:
+                async for _ in stream:
+                    pass
+    assert scope.cancelled_caught
+    assert stream.stats.connections == 1
+    assert stream.last_error is None
+
+
+def test_a_stream_is_read_once() -> None:
+    with (httpx.Client() as client, ResumableStream(client, "http://127.0.0.1:1/") as stream,
+          pytest.raises(RuntimeError, match="read once")):
+        stream.__enter__()
+
+
+# -- the sync twin ---------------------------------------------------------------------------------
+
+
+def test_sync_stream_reattaches_and_ends() -> None:
+    first = chunks(1, 4) + chunk(5)[:20]
+    with (Scripted([Reply(first, chunked=True), Reply(chunks(2, 6) + end("interrupted"))]) as srv,
+          httpx.Client() as client, ResumableStream(client, srv.url, retry=FAST) as stream):
+        got = [c.sequence for c in stream]
+    assert got == [1, 2, 3, 4, 5, 6]
+    assert srv.requests[1]["last-event-id"] == "4"
+    assert stream.end_frame is not None
+    assert stream.end_frame.status == "interrupted"
+
+
+def test_sync_fail_and_truncated_hook() -> None:
+    got: list[int] = []
+    with (Scripted([Reply(truncated(10)), Reply(chunks(11, 11) + fail("boom", False))]) as srv,
+          httpx.Client() as client,
+          ResumableStream(client, srv.url, retry=FAST, on_truncated=lambda floor: floor) as stream,
+          pytest.raises(StreamFailedError, match="boom")):
+        got.extend(c.sequence for c in stream)
+    assert got == [11]
+
+
+def test_sync_close_from_another_thread() -> None:
+    body = chunks(1, 2)
+    with (Scripted([Reply(body, stall_after=len(body))]) as srv, httpx.Client() as client,
+          ResumableStream(client, srv.url, retry=FAST) as stream):
+        timer = threading.Timer(0.3, stream.close)
+        timer.start()
+        start = time.monotonic()
+        got = [c.sequence for c in stream]
+        timer.join()
+    assert got == [1, 2]
+    assert time.monotonic() - start < 5
+
+
+# -- the real stream server ------------------------------------------------------------------------
+
+
+def _server_app() -> tuple[Any, Any]:
+    pytest.importorskip("streamwire.server")
+    from streamwire.log.memory import MemoryLog
+    from streamwire.server import create_app
+
+    log = MemoryLog()
+    return log, create_app(log)
+
+
+@pytest.fixture
+def live() -> Iterator[tuple[Any, str]]:
+    from chaos_proxy import ServerThread
+
+    log, app = _server_app()
+    with ServerThread(app) as server:
+        yield log, server.url
+
+
+def _post(url: str, path: str, body: Any, method: str = "POST") -> httpx.Response:
+    response = httpx.request(method, url + path, json=body, timeout=10)
+    assert response.status_code < 300, response.text
+    return response
+
+
+def _write(url: str, sid: str, texts: list[str], step: int = 1) -> None:
+    _post(url, f"/streams/{sid}/chunks", [{"step": step, "chunk": {"text": t}} for t in texts])
+
+
+@pytest.mark.anyio
+async def test_real_server_reader_attached_before_first_chunk_gets_everything(
+        live: tuple[Any, str]) -> None:
+    _, url = live
+    _post(url, "/streams/r1", {}, method="PUT")
+
+    async def writer() -> None:
+        for i in range(0, 30, 3):
+            await anyio.to_thread.run_sync(_write, url, "r1", [f"t{i + j}" for j in range(3)])
+            await anyio.sleep(0.01)
+        await anyio.to_thread.run_sync(_post, url, "/streams/r1/end", {"status": "completed"})
+
+    texts: list[str] = []
+    async with httpx.AsyncClient() as client, anyio.create_task_group() as tg:
+        tg.start_soon(writer)
+        async with AsyncResumableStream(client, f"{url}/streams/r1/sse", retry=FAST,
+                                        decode=_text) as stream:
+            with anyio.fail_after(20):
+                texts.extend([t async for t in stream])
+    assert texts == [f"t{i}" for i in range(30)]
+    assert stream.end_frame is not None
+    assert stream.end_frame.status == "completed"
+
+
+def _text(c: ChunkFrame) -> str:
+    value: dict[str, str] = msgspec.json.decode(c.chunk)
+    return value["text"]
+
+
+@pytest.mark.anyio
+async def test_real_server_cursor_and_truncated_after_cleanup(live: tuple[Any, str]) -> None:
+    _, url = live
+    _post(url, "/streams/r2", {}, method="PUT")
+    _write(url, "r2", ["a", "b", "c"])
+    _post(url, "/streams/r2/end", {"status": "completed"})
+    got, stream = await read_all(f"{url}/streams/r2/sse", cursor=1)
+    assert sequences(got) == [2, 3]
+    assert stream.end_frame is not None
+
+
+def test_real_server_sync_reader(live: tuple[Any, str]) -> None:
+    _, url = live
+    _post(url, "/streams/r3", {}, method="PUT")
+    _write(url, "r3", [str(i) for i in range(50)])
+    _post(url, "/streams/r3/fail", {"error": "tool crashed", "recoverable": False,
+                                     "errorDetail": {"code": "TOOL"}})
+    got: list[str] = []
+    with (httpx.Client() as client,
+          ResumableStream(client, f"{url}/streams/r3/sse", decode=_text) as stream,
+          pytest.raises(StreamFailedError) as info):
+        got.extend(stream)
+    assert got == [str(i) for i in range(50)]
+    assert info.value.error_detail == {"code": "TOOL"}
+
+
