@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from .log import StreamLog
 
-__all__ = ["main", "open_log"]
+__all__ = ["app_from_env", "main", "open_log"]
 
 _USAGE_ERROR = 2
 
@@ -60,6 +60,23 @@ def open_log(spec: str, *, redis_prefix: str = "streamwire") -> StreamLog:
                               f"({exc})") from exc
         return cast(StreamLog, redis_log(url=spec, prefix=redis_prefix))
     raise ValueError(f"--log must be memory, sqlite:PATH or redis://HOST:PORT/DB, not {spec!r}")
+
+
+def app_from_env() -> Any:
+    """An app factory for other ASGI servers (``granian --interface asgi --factory
+    streamwire.cli:app_from_env``, ``uvicorn --factory ...``), configured like ``serve`` by
+    ``STREAMWIRE_LOG`` (default memory), ``STREAMWIRE_TOKEN`` (required: writes are never open),
+    ``STREAMWIRE_PROTECT_READS=1`` and ``STREAMWIRE_CORS_ORIGINS`` (comma-separated)."""
+    from .server import bearer_token, create_app
+
+    token = os.environ.get("STREAMWIRE_TOKEN", "")
+    if not token:
+        raise RuntimeError("set STREAMWIRE_TOKEN: the bearer token that writes must carry")
+    origins = [o for o in os.environ.get("STREAMWIRE_CORS_ORIGINS", "").split(",") if o]
+    protect = os.environ.get("STREAMWIRE_PROTECT_READS", "") in ("1", "true", "yes")
+    log = open_log(os.environ.get("STREAMWIRE_LOG", "memory"))
+    return create_app(log, authorize=bearer_token(token, protect_reads=protect),
+                      cors_origins=origins)
 
 
 def _serve_options(p: argparse.ArgumentParser) -> None:

@@ -30,9 +30,11 @@ with 401, 403 or 404; its ``detail`` and ``headers`` (``WWW-Authenticate``, say)
 
 Shutdown: ``StreamApp.drain()`` (run on lifespan shutdown) stops taking SSE connections and ends every
 open one with ``fail{recoverable: true, errorDetail.code: SERVER_SHUTDOWN}``, so readers re-attach
-elsewhere. uvicorn only sends lifespan shutdown after every connection closed, so run it with
-``uvicorn_server(app, ...)``, whose signal handler drains first (or set uvicorn's
-``timeout_graceful_shutdown``: a connection cancelled by it still writes the ``fail`` frame).
+elsewhere. uvicorn and granian only send lifespan shutdown after every connection closed, so on
+lifespan startup the app chains itself in front of their SIGINT / SIGTERM handlers
+(``drain_on_signal``). Without lifespan (mounted, or ``--lifespan off``) run it with
+``uvicorn_server(app, ...)``, whose ``handle_exit`` drains first, or call ``drain()`` yourself. A
+connection the server cancels (uvicorn's ``timeout_graceful_shutdown``) still writes the frame.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ._server_openapi import openapi_document
+from ._server_signals import chain_exit_signals
 from ._server_sse import (
     SSE_RESPONSE_HEADERS,
     Connection,
@@ -238,12 +241,14 @@ class StreamApp(Starlette):
         shutdown_grace_period: float,
         retry_after: int,
         retry: int | None,
+        drain_on_signal: bool,
     ) -> None:
         if heartbeat_interval is not None and not heartbeat_interval > 0:
             raise ValueError("heartbeat_interval must be > 0 seconds, or None to turn it off")
         if not send_timeout > 0 or math.isinf(send_timeout):
             raise ValueError("send_timeout must be a finite number of seconds > 0")
         self.log = log
+        self._drain_on_signal = drain_on_signal
         self._authorize = authorize
         self._heartbeat = heartbeat_interval
         self._max_connections = max_connections
@@ -291,9 +296,12 @@ class StreamApp(Starlette):
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncGenerator[None]:
+        undo = chain_exit_signals(self.begin_shutdown) if self._drain_on_signal else None
         try:
             yield
         finally:
+            if undo is not None:
+                undo()
             await self.drain()
 
     def begin_shutdown(self) -> None:
@@ -563,6 +571,7 @@ def create_app(
     shutdown_grace_period: float = DEFAULT_SHUTDOWN_GRACE_PERIOD,
     retry_after: int = 1,
     retry: int | None = None,
+    drain_on_signal: bool = True,
 ) -> StreamApp:
     """Serve ``log`` over HTTP as wire v2 (routes and rules: this module's docstring).
 
@@ -577,6 +586,9 @@ def create_app(
         shutdown_grace_period: seconds ``drain()`` waits for connections to close.
         retry_after: the ``Retry-After`` seconds sent with 429 and 503.
         retry: an SSE ``retry:`` (milliseconds) sent first on every stream, for browser readers.
+        drain_on_signal: on lifespan startup, make SIGINT / SIGTERM drain the open streams before
+            the server's own graceful shutdown, which would otherwise wait for them (uvicorn,
+            granian). Off: call ``drain()`` yourself.
     """
     return StreamApp(
         log, authorize=authorize, heartbeat_interval=heartbeat_interval,
@@ -584,7 +596,7 @@ def create_app(
         send_timeout=send_timeout, cors_origins=cors_origins, expose_errors=expose_errors,
         max_body_size=max_body_size, max_batch_chunks=max_batch_chunks,
         max_stream_id_length=max_stream_id_length, shutdown_grace_period=shutdown_grace_period,
-        retry_after=retry_after, retry=retry)
+        retry_after=retry_after, retry=retry, drain_on_signal=drain_on_signal)
 
 
 class DrainingServer(uvicorn.Server):
