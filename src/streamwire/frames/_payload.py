@@ -17,11 +17,12 @@ decodes to ``Message[C, Any]``, which ``is_event(msg, Chat.chunk)`` narrows to t
 
 from __future__ import annotations
 
-from typing import Any, Final, Generic, TypeVar, final
+from collections.abc import Mapping
+from typing import Any, Final, Generic, TypeVar, cast, final
 
 import msgspec
 
-from ..contract import Contract, Message
+from ..contract import BoundEvent, Contract, Message
 from ..errors import PayloadError
 from ._types import ChunkFrame
 
@@ -61,16 +62,22 @@ def decode_message_chunk(
         PayloadError: the chunk is not a ``{"event", "data"}`` object, or the payload does not
             match the event's declared type.
     """
+    return _decode(chunk, contract.events())
+
+
+def _decode(chunk: ChunkFrame | msgspec.Raw | bytes | str,
+            events: Mapping[str, BoundEvent[Any, Any]]) -> Message[Any, Any] | None:
     raw: Any = chunk.chunk if type(chunk) is ChunkFrame else chunk
     try:
         envelope = _DECODE_ENVELOPE(raw)
     except msgspec.DecodeError as exc:
         raise PayloadError(f'chunk is not a {{"event", "data"}} message: {exc}', event="chunk",
                            raw=bytes(raw) if type(raw) is msgspec.Raw else raw) from None
-    event = contract.event_named(envelope.event)
+    event = events.get(envelope.event)
     if event is None:
         return None
-    return Message(event, event.decode(bytes(envelope.data)))
+    # msgspec reads the Raw's buffer directly: no copy of the payload.
+    return Message(event, event.decode(cast(bytes, envelope.data)))
 
 
 class ChunkCodec(Generic[C]):
@@ -81,11 +88,12 @@ class ChunkCodec(Generic[C]):
     does not declare unless ``strict``.
     """
 
-    __slots__ = ("contract", "strict")
+    __slots__ = ("_events", "contract", "strict")
 
     def __init__(self, contract: type[C], *, strict: bool = False) -> None:
         self.contract = contract
         self.strict = strict
+        self._events = contract.events()
 
     def encode(self, msg: Message[C, Any]) -> bytes:
         """The chunk JSON for ``msg`` (see ``encode_message_chunk``)."""
@@ -101,7 +109,7 @@ class ChunkCodec(Generic[C]):
         Raises:
             PayloadError: a bad envelope or payload, or (``strict``) an undeclared event.
         """
-        msg = decode_message_chunk(chunk, self.contract)
+        msg: Message[C, Any] | None = _decode(chunk, self._events)
         if msg is None and self.strict:
             raw: Any = chunk.chunk if type(chunk) is ChunkFrame else chunk
             name = _DECODE_ENVELOPE(raw).event

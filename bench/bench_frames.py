@@ -1,0 +1,179 @@
+"""Wire v2 frames: bytes -> typed frames for a 10,000-chunk stream, against httpx-sse + ``json.loads``.
+
+The workload (seeded): a replayed run of 10,000 ``chunk`` frames whose payloads are chat messages
+(``{"event": "chunk", "data": {"chunk": "<1-12 words>"}}``), a ``caught-up`` marker, a ``rewound``
+marker, ``: heartbeat`` comments every 500 chunks and a closing ``end`` frame, cut into random
+1-1400-byte pieces (what a socket delivers).
+
+Candidates (all on the same pieces, all in one run):
+
+- ``httpx-sse + json.loads``: what a user writes today. httpx-sse's own ``SSELineDecoder`` and
+  ``SSEDecoder`` over the incremental UTF-8 decoder ``httpx.Response.iter_text`` uses (the loop of
+  ``EventSource.iter_sse``, minus httpx's own per-piece cost), then ``json.loads(sse.data)`` per
+  event with data (httpx-sse dispatches an empty event after each heartbeat comment). It parses the
+  payload too, but checks nothing: no envelope, no ``id`` = sequence.
+- ``streamwire FrameDecoder``: ``feed`` per piece then ``flush``: typed, validated frames (the
+  envelope checked, ``id`` = sequence checked, the chunk payload passed through as ``msgspec.Raw``).
+- ``streamwire + typed payload``: the same, then every chunk's payload decoded and validated
+  against the ``Chat`` contract (``ChunkCodec(Chat).decode``): strictly more work than the peer.
+
+Each candidate's output is checked first (10,000 chunks in order with the expected payloads, and the
+terminal). Ratios are medians of rounds from this one run (issue 4: >= 2x the peer).
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import random
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import msgspec
+
+from bench._harness import machine_line, median_time, table
+from streamwire.chat import Chat
+from streamwire.frames import (
+    CaughtUpFrame,
+    ChunkCodec,
+    ChunkFrame,
+    EndFrame,
+    FrameDecoder,
+    RewoundFrame,
+    encode_stream_frame,
+)
+from streamwire.sse import encode_comment
+
+SEED = 20261130
+CHUNKS = 10_000
+_WORDS = ["the", "a", "stream", "of", "tokens", "arrives", "quickly", "over", "one", "connection", "and", "every", "chunk", "carries", "its", "sequence", "so", "readers", "resume", "where", "they", "left", "off", "without", "loss", "or", "repeats", "café", "naïve", "東京", "🙂"]
+
+
+def workload(rng: random.Random) -> tuple[list[bytes], list[str]]:
+    """The stream's pieces, and the chunk texts in order."""
+    codec = ChunkCodec(Chat)
+    texts: list[str] = []
+    parts: list[bytes] = [encode_comment("heartbeat")]
+    for seq in range(1, CHUNKS + 1):
+        text = " ".join(rng.choices(_WORDS, k=rng.randint(1, 12))) + " "
+        texts.append(text)
+        parts.append(encode_stream_frame(codec.frame(seq, Chat.chunk({"chunk": text}))))
+        if seq % 500 == 0:
+            parts.append(encode_comment("heartbeat"))
+        if seq == CHUNKS // 2:
+            parts.append(encode_stream_frame(CaughtUpFrame(seq)))
+        if seq == CHUNKS - 10:
+            parts.append(encode_stream_frame(RewoundFrame(3, seq)))
+    parts.append(encode_stream_frame(EndFrame("completed", output={"messageId": "m1"})))
+    data = b"".join(parts)
+    pieces: list[bytes] = []
+    i = 0
+    while i < len(data):
+        n = rng.randint(1, 1400)
+        pieces.append(data[i : i + n])
+        i += n
+    return pieces, texts
+
+
+# -- candidates ----------------------------------------------------------------------------------
+
+
+def run_httpx_sse(pieces: Sequence[bytes]) -> list[tuple[str, Any]]:
+    from httpx_sse._decoders import SSEDecoder as HxDecoder
+    from httpx_sse._decoders import SSELineDecoder
+
+    text_decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    lines = SSELineDecoder()
+    decoder = HxDecoder()
+    out: list[tuple[str, Any]] = []
+
+    def texts() -> Iterator[str]:
+        for piece in pieces:
+            text = text_decoder.decode(piece)
+            if text:
+                yield text
+        text = text_decoder.decode(b"", True)
+        if text:
+            yield text
+
+    def all_lines() -> Iterator[str]:
+        for text in texts():
+            yield from lines.decode(text)
+        yield from lines.flush()
+
+    for line in all_lines():
+        sse = decoder.decode(line.rstrip("\n"))
+        # httpx-sse dispatches an empty event at the blank line after a comment once an id was
+        # seen (WHATWG dispatches nothing): skip those, as its users must.
+        if sse is not None and sse.data:
+            out.append((sse.event, json.loads(sse.data)))
+    return out
+
+
+def run_streamwire(pieces: Sequence[bytes]) -> list[Any]:
+    decoder = FrameDecoder()
+    out: list[Any] = []
+    for piece in pieces:
+        out += decoder.feed(piece)
+    out += decoder.flush()
+    return out
+
+
+def run_streamwire_typed(pieces: Sequence[bytes]) -> list[Any]:
+    decode = ChunkCodec(Chat).decode
+    return [decode(f) if type(f) is ChunkFrame else f for f in run_streamwire(pieces)]
+
+
+# -- checks --------------------------------------------------------------------------------------
+
+
+def check_peer(out: list[tuple[str, Any]], texts: list[str]) -> str:
+    chunks = [data for event, data in out if event == "chunk"]
+    if [c["sequence"] for c in chunks] != list(range(1, CHUNKS + 1)):
+        return "wrong chunk sequences"
+    if [c["chunk"]["data"]["chunk"] for c in chunks] != texts:
+        return "wrong chunk payloads"
+    return "ok" if out[-1][0] == "end" else "no end"
+
+
+def check_streamwire(out: list[Any], texts: list[str]) -> str:
+    chunks = [f for f in out if type(f) is ChunkFrame]
+    if [c.sequence for c in chunks] != list(range(1, CHUNKS + 1)):
+        return "wrong chunk sequences"
+    payloads = [msgspec.json.decode(c.chunk)["data"]["chunk"] for c in chunks]
+    if payloads != texts:
+        return "wrong chunk payloads"
+    return "ok" if out[-1] == EndFrame("completed", output={"messageId": "m1"}) else "no end"
+
+
+def check_typed(out: list[Any], texts: list[str]) -> str:
+    msgs = [m for m in out if m is not None and not isinstance(
+        m, EndFrame | CaughtUpFrame | RewoundFrame)]
+    if [m.data["chunk"] for m in msgs] != texts:
+        return "wrong payloads"
+    return "ok" if isinstance(out[-1], EndFrame) else "no end"
+
+
+def main(rounds: int) -> str:
+    pieces, texts = workload(random.Random(SEED))
+    size = sum(map(len, pieces))
+    candidates: list[tuple[str, Callable[[Sequence[bytes]], Any], str]] = [
+        ("httpx-sse + json.loads", run_httpx_sse, check_peer(run_httpx_sse(pieces), texts)),
+        ("streamwire FrameDecoder", run_streamwire, check_streamwire(run_streamwire(pieces), texts)),
+        ("streamwire + typed payload (Chat)", run_streamwire_typed,
+         check_typed(run_streamwire_typed(pieces), texts)),
+    ]
+    times = {name: median_time(lambda fn=fn: fn(pieces), rounds=rounds)  # type: ignore[misc]
+             for name, fn, _ in candidates}
+    peer = times["httpx-sse + json.loads"]
+    rows = [
+        [name, ok, f"{t * 1000:.1f}", f"{CHUNKS / t / 1e6:.2f}", f"{size / t / 1e6:.1f}",
+         f"{peer / t:.2f}x"]
+        for name, _, ok in candidates
+        for t in [times[name]]
+    ]
+    head = (f"{CHUNKS:,} chunk frames, {size / 1e6:.2f} MB in {len(pieces):,} pieces of 1-1400 "
+            f"bytes; median of {rounds} rounds. {machine_line(['msgspec', 'httpx-sse'])}\n\n")
+    return head + table(
+        "bench frames: bytes -> typed wire v2 frames",
+        ["candidate", "output", "ms", "M frames/s", "MB/s", "vs httpx-sse + json.loads"], rows)
