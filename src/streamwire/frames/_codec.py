@@ -59,6 +59,9 @@ FRAME_EVENTS: Final[dict[type[Any], str]] = {
 }
 
 _ENCODE: Final = msgspec.json.Encoder().encode
+# A chunk frame: event line, id line, data line, blank line (exactly four LFs when the payload
+# holds none). Field order and spacing are msgspec's, so both encoder paths give the same bytes.
+_CHUNK_FRAME: Final = b'event: chunk\nid: %d\ndata: {"sequence":%d,"chunk":%b}\n\n'
 _DECODERS: Final[dict[str, Callable[[str], Any]]] = {
     "chunk": msgspec.json.Decoder(ChunkFrame).decode,
     "end": msgspec.json.Decoder(EndFrame).decode,
@@ -95,6 +98,10 @@ def _data_lines(body: bytes) -> bytes:
 def encode_stream_frame(frame: StreamFrame | UnknownFrame) -> bytes:
     """Serialise one frame as SSE bytes; a chunk carries ``id: <sequence>``.
 
+    A chunk's payload must be JSON text: it is copied through, never parsed (the log checks it on
+    append; a reader would call a bad one malformed). A payload with line ends (pretty-printed
+    JSON) is split over several ``data:`` lines, so it can never end the frame early.
+
     Raises:
         ValueError: the frame is one the decoder would reject (sequence < 1, unknown end status,
             a truncated frame whose ``errorDetail.code`` is not TRUNCATED).
@@ -104,9 +111,12 @@ def encode_stream_frame(frame: StreamFrame | UnknownFrame) -> bytes:
         seq = frame.sequence
         if type(seq) is not int or seq < 1:
             _check(frame)
-        body = _ENCODE(frame)
-        if b"\n" in body or b"\r" in body:
-            body = _data_lines(body)
+        # The hot path: one formatting call that reads the Raw's buffer in place (no JSON
+        # encoder, no copy), then one scan proving the payload added no line end.
+        out = _CHUNK_FRAME % (seq, seq, frame.chunk)
+        if out.count(b"\n") == 4 and b"\r" not in out:
+            return out
+        body = _data_lines(_ENCODE(frame))
         return b"event: chunk\nid: %d\ndata: %b\n\n" % (seq, body)
     if type(frame) is UnknownFrame:
         from ..sse import encode_frame  # rare: only tests and forward-compat probes write these
