@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_STREAM",
     "DEFAULT_MAX_CHUNK_SIZE",
     "FINISHED",
+    "behind_frame",
     "check_cursor",
     "check_limits",
     "check_step",
@@ -41,6 +42,7 @@ DEFAULT_MAX_BYTES_PER_STREAM: Final = 64 * 1024 * 1024
 DEFAULT_MAX_CHUNK_SIZE: Final = 16 * 1024 * 1024
 #: Seconds a finished stream (completed / paused / interrupted / failed) is kept: an hour lets a
 #: reader that lost its connection re-attach and read the end; then the stream is forgotten.
+#: 0 keeps finished streams forever (every backend reads it so).
 DEFAULT_FINISHED_TTL: Final = 3600.0
 
 #: The statuses after which a reader gets its terminal frame.
@@ -160,6 +162,13 @@ def deleted_frame() -> FailFrame:
     """What an attached reader gets when its stream is deleted."""
     return FailFrame(error="stream deleted", recoverable=True,
                      error_detail={"code": "STREAM_DELETED"})
+
+
+def behind_frame() -> FailFrame:
+    """What a reader gets when the ``rewound`` markers it was owed were pruned (it sat still
+    through more cleanups than the log keeps): re-attach from the cursor."""
+    return FailFrame(error="the reader fell behind the stream's rewound markers",
+                     recoverable=True, error_detail={"code": "READER_BEHIND"})
 
 
 def closed_frame() -> FailFrame:

@@ -31,7 +31,6 @@ from ..frames import (
     CaughtUpFrame,
     ChunkFrame,
     EndStatus,
-    FailFrame,
     RewoundFrame,
     StreamFrame,
 )
@@ -42,6 +41,7 @@ from ._common import (
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
     FINISHED,
+    behind_frame,
     check_cursor,
     check_limits,
     check_step,
@@ -125,7 +125,7 @@ class MemoryLog:
             reader whose cursor is under the new floor gets ``truncated``.
         max_bytes_per_stream: retained chunk bytes per stream, trimmed the same way.
         max_chunk_size: the largest chunk ``append`` accepts (``LogLimitError`` past it).
-        finished_ttl: seconds a finished stream is kept before it is forgotten.
+        finished_ttl: seconds a finished stream is kept before it is forgotten (0: forever).
     """
 
     def __init__(
@@ -299,9 +299,10 @@ class MemoryLog:
     def _finish(self, st: _Stream, status: StreamStatus, payload: dict[str, Any]) -> None:
         st.status = status
         st.payload = payload
-        st.expires_at = time.monotonic() + self.finished_ttl
         self._finished.pop(st.stream_id, None)
-        self._finished[st.stream_id] = st.expires_at
+        if self.finished_ttl:  # 0 keeps it forever
+            st.expires_at = time.monotonic() + self.finished_ttl
+            self._finished[st.stream_id] = st.expires_at
         st.notify()
 
     def _restart(self, st: _Stream) -> None:
@@ -422,8 +423,7 @@ class MemoryLog:
             return [truncated_frame(st.floor())], True
         pending = reader.mark - st.marker_base
         if pending < 0:
-            return [FailFrame(error="reader fell behind the stream's rewound markers",
-                              recoverable=True, error_detail={"code": "READER_BEHIND"})], True
+            return [behind_frame()], True
         marker = st.markers[pending] if pending < len(st.markers) else None
         entries = st.entries
         end = len(entries)
