@@ -1,0 +1,662 @@
+"""streamwire.server over real sockets: uvicorn on 127.0.0.1 in a thread, httpx clients, every
+backend that exists (memory, SQLite, Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+
+from conftest import require
+from streamwire.frames import (
+    CaughtUpFrame,
+    ChunkFrame,
+    EndFrame,
+    FailFrame,
+    RewoundFrame,
+    StreamFrame,
+    TruncatedFrame,
+    UnknownFrame,
+    decode_stream_frame,
+)
+from streamwire.log import StreamLog
+from streamwire.log.memory import MemoryLog
+from streamwire.server import DrainingServer, StreamApp, bearer_token, create_app, uvicorn_server
+from streamwire.sse import SSEDecoder
+
+pytestmark = pytest.mark.anyio
+
+LogFactory = Callable[[], StreamLog]
+
+
+def _redis_up() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[LogFactory]:
+    kind = request.param
+    if kind == "memory":
+        yield MemoryLog
+    elif kind == "sqlite":
+        require(importlib.util.find_spec("streamwire.log.sqlite") is not None,
+                "streamwire.log.sqlite is not there yet")
+        from streamwire.log.sqlite import SQLiteLog  # type: ignore[import-not-found,unused-ignore]
+
+        path = tmp_path / "streams.db"
+        yield lambda: SQLiteLog(path)  # type: ignore[no-any-return,unused-ignore]
+    else:
+        require(importlib.util.find_spec("streamwire.log.redis") is not None and _redis_up(),
+                "needs streamwire.log.redis and a Redis server on 127.0.0.1:6379")
+        from streamwire.log.redis import RedisLog
+
+        prefix = f"swtest-server-{uuid.uuid4().hex[:12]}"
+        yield lambda: RedisLog("redis://127.0.0.1:6379/0", prefix=prefix)
+        import redis
+
+        client = redis.Redis()
+        keys = list(client.scan_iter(f"{prefix}:*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+
+@dataclass
+class Running:
+    base: str
+    app: StreamApp
+    server: DrainingServer
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.handle_exit(signal.SIGTERM, None)
+        self.thread.join(10)
+        assert not self.thread.is_alive(), "the server did not exit"
+
+
+@contextlib.contextmanager
+def serving(log_factory: LogFactory, **app_options: Any) -> Iterator[Running]:
+    """uvicorn on 127.0.0.1:<free port> in a thread, serving ``create_app(log_factory(), ...)``."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    made: dict[str, Any] = {}
+    ready = threading.Event()
+
+    async def main() -> None:
+        log = log_factory()
+        app = create_app(log, **app_options)
+        server = uvicorn_server(app, log_level="warning")
+        made.update(app=app, server=server)
+        ready.set()
+        try:
+            await server.serve(sockets=[sock])
+        finally:
+            await log.aclose()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    deadline = time.monotonic() + 10
+    while not made["server"].started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    running = Running(f"http://127.0.0.1:{port}", made["app"], made["server"], thread)
+    try:
+        yield running
+    finally:
+        if thread.is_alive():
+            running.stop()
+        sock.close()
+
+
+Item = StreamFrame | UnknownFrame | str  # a str is a comment
+
+
+@contextlib.asynccontextmanager
+async def sse(client: httpx.AsyncClient, stream_id: str, *, cursor: int | None = None,
+              headers: dict[str, str] | None = None,
+              ) -> AsyncIterator[tuple[httpx.Response, AsyncIterator[Item]]]:
+    """Open ``/sse``; yields the response and an iterator of frames and comments (in order)."""
+    params = {"cursor": str(cursor)} if cursor is not None else None
+    async with client.stream("GET", f"/streams/{stream_id}/sse", params=params,
+                             headers=headers) as resp:
+        yield resp, _items(resp)
+
+
+async def _items(resp: httpx.Response) -> AsyncIterator[Item]:
+    comments: list[str] = []
+    decoder = SSEDecoder(on_comment=comments.append)
+    async for piece in resp.aiter_raw():
+        events = decoder.feed(piece)
+        for text in comments:
+            yield text
+        comments.clear()
+        for event in events:
+            yield decode_stream_frame(event)
+    for event in decoder.flush():
+        yield decode_stream_frame(event)
+
+
+async def read_all(client: httpx.AsyncClient, stream_id: str, cursor: int | None = None,
+                   **kw: Any) -> list[StreamFrame | UnknownFrame]:
+    """Every frame of one connection until the body closes."""
+    with anyio.fail_after(10):
+        async with sse(client, stream_id, cursor=cursor, **kw) as (resp, items):
+            assert resp.status_code == 200, resp.read()
+            return [item async for item in items if not isinstance(item, str)]
+
+
+async def next_frame(items: AsyncIterator[Item]) -> StreamFrame | UnknownFrame:
+    with anyio.fail_after(10):
+        async for item in items:
+            if not isinstance(item, str):
+                return item
+    raise AssertionError("the body closed")
+
+
+def chunks_of(frames: list[Any]) -> list[tuple[int, bytes]]:
+    return [(f.sequence, bytes(f.chunk)) for f in frames if isinstance(f, ChunkFrame)]
+
+
+async def append(client: httpx.AsyncClient, stream_id: str, *chunks: Any, step: int = 1,
+                 headers: dict[str, str] | None = None) -> list[int]:
+    resp = await client.post(f"/streams/{stream_id}/chunks", headers=headers,
+                             json=[{"step": step, "chunk": c} for c in chunks])
+    assert resp.status_code == 200, resp.text
+    sequences: list[int] = resp.json()["sequences"]
+    return sequences
+
+
+async def wait_for(predicate: Callable[[], bool], limit: float = 5.0) -> None:
+    """Poll a condition on the server's thread (no event crosses the two loops)."""
+    with anyio.fail_after(limit):
+        while not predicate():  # noqa: ASYNC110
+            await anyio.sleep(0.01)
+
+
+# ---- routes, on every backend -------------------------------------------------------------------
+
+
+async def test_create_info_append_end_and_replay(backend: LogFactory) -> None:
+    with serving(backend) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            created = await client.put("/streams/s1")
+            assert created.status_code == 200
+            assert created.json()["head"] == 0
+            again = await client.put("/streams/s1")  # idempotent
+            assert again.status_code == 200
+            assert again.json()["streamId"] == "s1"
+            assert await append(client, "s1", {"t": "a"}, "b", [1, 2]) == [1, 2, 3]
+            assert await append(client, "s1", None, step=2) == [4]
+            info = (await client.get("/streams/s1/info")).json()
+            assert info["head"] == 4
+            assert info["status"] == "active"
+            assert info["oldestRetainedSequence"] == 1
+            assert info["truncatedAtStep"] is None
+            end = await client.post("/streams/s1/end",
+                                    json={"status": "completed", "output": {"x": 1},
+                                          "usage": {"tokens": 3}})
+            assert end.status_code == 200
+            assert end.json()["status"] == "completed"
+            frames = await read_all(client, "s1")
+            assert chunks_of(frames) == [(1, b'{"t":"a"}'), (2, b'"b"'), (3, b"[1,2]"), (4, b"null")]
+            assert frames[4:] == [CaughtUpFrame(head=4),
+                                  EndFrame(status="completed", output={"x": 1},
+                                           usage={"tokens": 3})]
+            # a re-attaching reader gets only what it lacks; Last-Event-ID wins over ?cursor
+            frames = await read_all(client, "s1", cursor=0, headers={"Last-Event-ID": "3"})
+            assert chunks_of(frames) == [(4, b"null")]
+
+
+async def test_reader_attached_before_the_first_chunk(backend: LogFactory) -> None:
+    with serving(backend, heartbeat_interval=0.2) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/early")
+            async with sse(client, "early") as (resp, items):
+                assert resp.headers["content-type"].startswith("text/event-stream")
+                assert resp.headers["cache-control"] == "no-cache"
+                assert resp.headers["x-accel-buffering"] == "no"
+                with anyio.fail_after(5):
+                    first = await items.__anext__()
+                    assert first == "waiting"  # the park marker, before anything else
+                    assert await next_frame(items) == CaughtUpFrame(head=0)
+                    second = await items.__anext__()  # a heartbeat while still waiting
+                    assert second == "waiting"
+                await append(client, "early", "hello")
+                frame = await next_frame(items)
+                assert isinstance(frame, ChunkFrame)
+                assert (frame.sequence, bytes(frame.chunk)) == (1, b'"hello"')
+                with anyio.fail_after(5):
+                    beat = await items.__anext__()
+                assert beat == "heartbeat"  # no longer waiting once a chunk went out
+                await client.post("/streams/early/end", json={"status": "paused"})
+                assert await next_frame(items) == EndFrame(status="paused")
+                rest = [item async for item in items]
+                assert rest == []  # exactly one terminal, then the body closed
+
+
+async def test_two_readers_at_different_cursors(backend: LogFactory) -> None:
+    with serving(backend) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/two")
+            await append(client, "two", *range(5))
+            async with sse(client, "two", cursor=0) as (_, a), \
+                    sse(client, "two", headers={"Last-Event-ID": "3"}) as (_, b):
+                got_a = [await next_frame(a) for _ in range(6)]
+                got_b = [await next_frame(b) for _ in range(3)]
+                assert chunks_of(got_a) == [(i + 1, str(i).encode()) for i in range(5)]
+                assert got_a[5] == CaughtUpFrame(head=5)
+                assert chunks_of(got_b) == [(4, b"3"), (5, b"4")]
+                assert got_b[2] == CaughtUpFrame(head=5)
+                await append(client, "two", "live")
+                for items in (a, b):
+                    live = await next_frame(items)
+                    assert isinstance(live, ChunkFrame)
+                    assert (live.sequence, bytes(live.chunk)) == (6, b'"live"')
+                await client.post("/streams/two/fail",
+                                  json={"error": "boom", "errorDetail": {"code": "X"},
+                                        "recoverable": False})
+                for items in (a, b):
+                    assert await next_frame(items) == FailFrame(
+                        error="boom", recoverable=False, error_detail={"code": "X"})
+
+
+async def test_cleanup_while_attached_and_truncated_after(backend: LogFactory) -> None:
+    with serving(backend) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/c")
+            await append(client, "c", "s1a", "s1b", step=1)
+            await append(client, "c", "s2a", "s2b", step=2)
+            async with sse(client, "c") as (_, items):
+                assert len([await next_frame(items) for _ in range(5)]) == 5  # 4 chunks, caught-up
+                resp = await client.post("/streams/c/cleanup", json={"step": 1})
+                assert resp.status_code == 200
+                marker = await next_frame(items)
+                assert isinstance(marker, RewoundFrame)
+                assert (marker.at_step, marker.at_sequence) == (1, 4)
+                assert resp.json()["atStep"] == 1
+                await append(client, "c", "s2-again", step=2)
+                again = await next_frame(items)
+                assert isinstance(again, ChunkFrame)
+                assert again.sequence == 5
+            info = (await client.get("/streams/c/info")).json()
+            assert info["truncatedAtStep"] == 1
+            assert info["oldestRetainedSequence"] == 1
+            # a cleanup that removes every chunk raises the floor to the head: a reader from 0
+            # is below it while the marker is set, so it gets truncated{floor}, not a silent gap
+            await client.post("/streams/c/cleanup", json={"step": 0})
+            info = (await client.get("/streams/c/info")).json()
+            assert info["floor"] == 5
+            assert await read_all(client, "c", cursor=0) == [TruncatedFrame(floor=5)]
+
+
+async def test_reset_and_reactivate(backend: LogFactory) -> None:
+    with serving(backend) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/r")
+            await append(client, "r", "old")
+            await client.post("/streams/r/end", json={"status": "interrupted"})
+            frames = await read_all(client, "r")
+            assert frames[-1] == EndFrame(status="interrupted")
+            reactivated = await client.post("/streams/r/reactivate")
+            assert reactivated.json()["status"] == "active"
+            await append(client, "r", "more")
+            await client.post("/streams/r/end", json={"status": "completed"})
+            assert chunks_of(await read_all(client, "r", cursor=1)) == [(2, b'"more"')]
+            reset = await client.post("/streams/r/reset")
+            assert reset.status_code == 200
+            assert reset.json()["status"] == "active"
+            await append(client, "r", "new run")
+            await client.post("/streams/r/end", json={"status": "completed"})
+            frames = await read_all(client, "r", cursor=0)
+            assert [bytes(f.chunk) for f in frames if isinstance(f, ChunkFrame)] == [b'"new run"']
+
+
+async def test_unknown_streams_are_404(backend: LogFactory) -> None:
+    with serving(backend) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            answers = [
+                await client.get("/streams/nope/info"),
+                await client.get("/streams/nope/sse"),
+                await client.post("/streams/nope/chunks", json=[{"step": 0, "chunk": 1}]),
+                await client.post("/streams/nope/chunks", json=[]),
+                await client.post("/streams/nope/end", json={"status": "completed"}),
+                await client.post("/streams/nope/fail", json={"error": "x", "recoverable": True}),
+                await client.post("/streams/nope/cleanup", json={"step": 0}),
+                await client.post("/streams/nope/reset"),
+                await client.post("/streams/nope/reactivate"),
+            ]
+            for resp in answers:
+                assert resp.status_code == 404, (resp.request.url, resp.text)
+                assert resp.json() == {"error": "no stream with id 'nope'", "status": 404}
+
+
+# ---- bad input (memory: these are the server's own checks) -------------------------------------
+
+
+async def test_malformed_bodies_and_parameters_change_nothing() -> None:
+    with serving(MemoryLog, max_body_size=4096, max_batch_chunks=3,
+                 max_stream_id_length=16) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/m")
+            await append(client, "m", "one")
+            cases: list[tuple[str, Any, int, str]] = [
+                ("chunks", b"[{", 400, "not valid JSON"),
+                ("chunks", b'{"step": 1, "chunk": 1}', 422, "Expected `array`"),
+                ("chunks", b'[{"step": 1, "chunk": 2}, {"step": "x", "chunk": 3}]', 422,
+                 "`$[1].step`"),
+                ("chunks", b'[{"step": -1, "chunk": 2}]', 422, ">= 0"),
+                ("chunks", b'[{"step": 1}]', 422, "missing required field `chunk`"),
+                ("chunks", b'[{"step": 1, "chunk": 1, "extra": 0}]', 422, "unknown field"),
+                ("chunks", b"[" + b",".join([b'{"step":1,"chunk":1}'] * 4) + b"]", 413,
+                 "max_batch_chunks"),
+                ("chunks", b'[{"step":1,"chunk":"' + b"x" * 5000 + b'"}]', 413, "max_body_size"),
+                ("end", b'{"status": "done"}', 422, "Invalid enum value 'done'"),
+                ("end", b"", 400, "not valid JSON"),
+                ("fail", b'{"error": "x"}', 422, "missing required field `recoverable`"),
+                ("cleanup", b'{"step": "1"}', 422, "Expected `int`"),
+            ]
+            for route, body, status, says in cases:
+                resp = await client.post(f"/streams/m/{route}", content=body)
+                assert resp.status_code == status, (route, body[:60], resp.text)
+                assert says in resp.json()["error"], (route, resp.text)
+            info = (await client.get("/streams/m/info")).json()
+            assert (info["head"], info["status"]) == (1, "active")  # nothing half-applied
+
+            for params, headers, says in [
+                ({"cursor": "x"}, {}, "cursor must be a non-negative integer"),
+                ({"cursor": "-1"}, {}, "cursor must be"),
+                ({}, {"Last-Event-ID": "1.5"}, "Last-Event-ID must be"),
+            ]:
+                resp = await client.get("/streams/m/sse", params=params, headers=headers)
+                assert resp.status_code == 400
+                assert says in resp.json()["error"]
+            resp = await client.get("/streams/m/sse", params={"cursor": "7"})
+            assert resp.status_code == 409
+            assert "above the stream's head 1" in resp.json()["error"]
+            resp = await client.get("/streams/" + "x" * 17 + "/info")
+            assert resp.status_code == 400
+            assert "max_stream_id_length" in resp.json()["error"]
+
+            await client.post("/streams/m/end", json={"status": "completed"})
+            late = await client.post("/streams/m/chunks", json=[{"step": 1, "chunk": 1}])
+            assert late.status_code == 409  # StreamStateError's status_hint
+
+
+async def test_multiline_chunk_json_stays_one_frame() -> None:
+    with serving(MemoryLog) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/ml")
+            resp = await client.post("/streams/ml/chunks",
+                                     content=b'[{"step": 0, "chunk": {\n  "a": "x\\ny"\r\n}}]')
+            assert resp.json() == {"sequences": [1]}
+            await client.post("/streams/ml/end", json={"status": "completed"})
+            frames = await read_all(client, "ml")
+            assert isinstance(frames[0], ChunkFrame)
+            import msgspec
+
+            assert msgspec.json.decode(bytes(frames[0].chunk)) == {"a": "x\ny"}
+            assert frames[-1] == EndFrame(status="completed")
+
+
+# ---- security -------------------------------------------------------------------------------------
+
+
+async def test_authorization_hook_refuses_with_401_403_404() -> None:
+    calls: list[tuple[str, str]] = []
+
+    async def authorize(request: Request, stream_id: str, access: str) -> None:
+        calls.append((stream_id, access))
+        if stream_id == "hidden":
+            raise HTTPException(404, "no stream with id 'hidden'")
+        if access == "write" and request.headers.get("x-key") != "k":
+            raise HTTPException(401, "who are you?", {"WWW-Authenticate": "Key"})
+        if access == "read" and stream_id.startswith("secret"):
+            raise HTTPException(403, "not yours")
+
+    with serving(MemoryLog, authorize=authorize) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            refused = await client.put("/streams/secret1")
+            assert refused.status_code == 401
+            assert refused.headers["www-authenticate"] == "Key"
+            assert refused.json() == {"error": "who are you?", "status": 401}
+            ok = await client.put("/streams/secret1", headers={"x-key": "k"})
+            assert ok.status_code == 200
+            assert (await client.get("/streams/secret1/info")).status_code == 403
+            sse_refused = await client.get("/streams/secret1/sse")
+            assert sse_refused.status_code == 403
+            assert sse_refused.json()["error"] == "not yours"
+            assert (await client.get("/streams/hidden/sse")).status_code == 404
+            assert (await client.post("/streams/secret1/end",
+                                      json={"status": "completed"})).status_code == 401
+            assert calls[:3] == [("secret1", "write"), ("secret1", "write"), ("secret1", "read")]
+            assert ("secret1", "read") in calls[3:]
+            assert ("hidden", "read") in calls
+
+
+async def test_bearer_token_protects_writes_and_optionally_reads() -> None:
+    for protect_reads in (False, True):
+        with serving(MemoryLog, authorize=bearer_token("s3cret", protect_reads=protect_reads)) as srv:
+            async with httpx.AsyncClient(base_url=srv.base) as client:
+                good = {"Authorization": "Bearer s3cret"}
+                missing = await client.put("/streams/t")
+                assert missing.status_code == 401
+                assert "Bearer" in missing.headers["www-authenticate"]
+                wrong = await client.put("/streams/t", headers={"Authorization": "Bearer nope"})
+                assert wrong.status_code == 403
+                assert (await client.put("/streams/t", headers=good)).status_code == 200
+                read = await client.get("/streams/t/info")
+                assert read.status_code == (401 if protect_reads else 200)
+                assert (await client.get("/streams/t/info", headers=good)).status_code == 200
+
+
+async def test_internal_errors_stay_off_the_wire_unless_exposed() -> None:
+    def broken(request: Request, stream_id: str, access: str) -> None:
+        raise RuntimeError("db password is hunter2")
+
+    for expose in (False, True):
+        with serving(MemoryLog, authorize=broken, expose_errors=expose) as srv:
+            async with httpx.AsyncClient(base_url=srv.base) as client:
+                for resp in (await client.put("/streams/e"), await client.get("/streams/e/sse")):
+                    assert resp.status_code == 500
+                    assert ("hunter2" in resp.text) is expose
+                    if not expose:
+                        assert resp.json() == {"error": "internal server error", "status": 500}
+
+
+async def test_cors_for_browser_readers() -> None:
+    origin = "https://app.example"
+    with serving(MemoryLog, cors_origins=[origin]) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/b")
+            await client.post("/streams/b/end", json={"status": "completed"})
+            preflight = await client.options(
+                "/streams/b/sse", headers={"Origin": origin,
+                                           "Access-Control-Request-Method": "GET",
+                                           "Access-Control-Request-Headers": "last-event-id"})
+            assert preflight.status_code == 200
+            assert preflight.headers["access-control-allow-origin"] == origin
+            assert "last-event-id" in preflight.headers["access-control-allow-headers"].lower()
+            async with sse(client, "b", headers={"Origin": origin}) as (resp, _):
+                assert resp.headers["access-control-allow-origin"] == origin
+            async with sse(client, "b", headers={"Origin": "https://evil.example"}) as (resp, _):
+                assert "access-control-allow-origin" not in resp.headers
+            info = await client.get("/streams/b/info", headers={"Origin": origin})
+            assert info.headers["access-control-allow-origin"] == origin
+            bad = await client.options("/streams/b/sse", headers={
+                "Origin": "https://evil.example", "Access-Control-Request-Method": "GET"})
+            assert bad.status_code == 400
+
+
+# ---- load and faults ------------------------------------------------------------------------------
+
+
+async def test_connection_caps_answer_429_and_503_with_retry_after() -> None:
+    with serving(MemoryLog, max_connections=2, max_connections_per_stream=1,
+                 retry_after=7) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            for sid in ("p", "q", "r"):
+                await client.put(f"/streams/{sid}")
+            async with sse(client, "p") as (first, items):
+                assert first.status_code == 200
+                await next_frame(items)
+                second = await client.get("/streams/p/sse")
+                assert second.status_code == 429
+                assert second.headers["retry-after"] == "7"
+                assert "max_connections_per_stream" in second.json()["error"]
+                async with sse(client, "q") as (other, items_q):
+                    assert other.status_code == 200
+                    await next_frame(items_q)
+                    third = await client.get("/streams/r/sse")
+                    assert third.status_code == 503
+                    assert "max_connections" in third.json()["error"]
+            assert srv.app.statistics().refused_total == 2
+
+
+async def test_a_client_that_leaves_is_noticed_at_once() -> None:
+    with serving(MemoryLog, heartbeat_interval=None) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/gone")
+            async with sse(client, "gone") as (_, items):
+                assert await next_frame(items) == CaughtUpFrame(head=0)
+                assert srv.app.statistics().open_connections == 1
+            # the stream is quiet and no heartbeat runs: only http.disconnect can tell
+            started = time.monotonic()
+            await wait_for(lambda: srv.app.statistics().open_connections == 0, limit=3)
+            assert time.monotonic() - started < 1.0
+
+
+async def test_a_slow_reader_is_evicted_while_a_fast_one_keeps_up() -> None:
+    with serving(MemoryLog, send_timeout=0.5, heartbeat_interval=None) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/flood")
+            await append(client, "flood", "first")
+            # the slow reader: a tiny receive window, sends its request and never reads
+            slow = socket.socket()
+            slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            slow.connect(("127.0.0.1", int(srv.base.rsplit(":", 1)[1])))
+            slow.sendall(b"GET /streams/flood/sse HTTP/1.1\r\nHost: t\r\n\r\n")
+            await wait_for(lambda: srv.app.statistics().open_connections == 1)
+            payload = "x" * 65536
+            async with sse(client, "flood") as (_, fast):
+                assert isinstance(await next_frame(fast), ChunkFrame)
+                assert await next_frame(fast) == CaughtUpFrame(head=1)
+                received = 0
+                for _ in range(20):  # 20 x 5 x 64 KiB = 6.4 MB, far past any socket buffer
+                    await append(client, "flood", *[payload] * 5)
+                    for _ in range(5):
+                        frame = await next_frame(fast)
+                        assert isinstance(frame, ChunkFrame)
+                        received += 1
+                await wait_for(lambda: srv.app.statistics().evicted_total == 1, limit=5)
+                await client.post("/streams/flood/end", json={"status": "completed"})
+                assert await next_frame(fast) == EndFrame(status="completed")
+                assert received == 100
+            # the evicted reader gets what was already buffered, then a bare close: no terminal
+            slow.setblocking(False)
+            data = bytearray()
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        piece = slow.recv(1 << 20)
+                    except BlockingIOError:
+                        await anyio.sleep(0.01)
+                        continue
+                    if not piece:
+                        break
+                    data += piece
+            slow.close()
+            assert data.startswith(b"HTTP/1.1 200")
+            assert b"event: chunk" in data
+            assert b"event: end" not in data
+            assert b"event: fail" not in data
+            assert srv.app.statistics().open_connections == 0
+
+
+async def test_shutdown_ends_every_open_stream_with_a_recoverable_fail(backend: LogFactory) -> None:
+    with serving(backend, shutdown_grace_period=2.0) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/d1")
+            await client.put("/streams/d2")
+            await append(client, "d1", "a")
+            async with sse(client, "d1") as (_, a), sse(client, "d2") as (_, b):
+                await next_frame(a)
+                await next_frame(a)
+                await next_frame(b)
+                started = time.monotonic()
+                srv.server.handle_exit(signal.SIGTERM, None)  # what uvicorn does on SIGTERM
+                for items in (a, b):
+                    frame = await next_frame(items)
+                    assert isinstance(frame, FailFrame)
+                    assert frame.recoverable is True
+                    assert frame.error_detail == {"code": "SERVER_SHUTDOWN"}
+                    assert [item async for item in items] == []
+            srv.thread.join(5)
+            assert not srv.thread.is_alive()
+            assert time.monotonic() - started < 3.0
+
+
+# ---- the app itself ---------------------------------------------------------------------------------
+
+
+async def test_openapi_document_matches_the_routes() -> None:
+    with serving(MemoryLog) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            doc = (await client.get("/openapi.json")).json()
+    assert doc["openapi"].startswith("3.")
+    documented = {(path, method.upper()) for path, ops in doc["paths"].items() for method in ops}
+    served = set()
+    for route in srv.app.routes:
+        methods = getattr(route, "methods", None) or set()
+        path = getattr(route, "path", "")
+        served |= {(path, m) for m in methods if m != "HEAD" and path != "/openapi.json"}
+    assert documented == served
+
+
+async def test_mounted_in_fastapi() -> None:
+    from fastapi import FastAPI
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    outer = FastAPI()
+    stream_app = create_app(MemoryLog())
+    outer.mount("/api", stream_app)
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(outer, log_level="warning"))
+    thread = threading.Thread(target=asyncio.run, args=(server.serve(sockets=[sock]),),
+                              daemon=True)
+    thread.start()
+    try:
+        await wait_for(lambda: server.started)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}/api") as client:
+            assert (await client.put("/streams/f")).status_code == 200
+            await append(client, "f", "via fastapi")
+            await client.post("/streams/f/end", json={"status": "completed"})
+            frames = await read_all(client, "f")
+            assert chunks_of(frames) == [(1, b'"via fastapi"')]
+            assert frames[-1] == EndFrame(status="completed")
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
