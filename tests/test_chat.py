@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamwire.chat import (
@@ -280,3 +280,20 @@ def test_non_string_stop_reason_raises() -> None:
 @given(st.text())
 def test_any_text_is_an_end_reason_exactly_when_listed(text: str) -> None:
     assert is_stream_end_reason(text) == (text in REASONS)
+
+
+@pytest.mark.parametrize("name", TRD_EVENTS)
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_any_valid_payload_round_trips(name: str, data: st.DataObject) -> None:
+    """Hypothesis builds payloads from the declared types: each encodes and decodes to itself, or
+    encoding refuses it with PayloadError (a lone surrogate, an int beyond 64 bits)."""
+    bound = Chat.event_named(name)
+    assert bound is not None
+    payload = data.draw(st.from_type(bound.payload_type))
+    try:
+        raw = bound.encode(payload)
+    except PayloadError:
+        return
+    assert bound.decode(raw) == payload
+    assert json.loads(raw) == payload
