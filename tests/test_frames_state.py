@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -280,6 +280,52 @@ def test_bad_arguments() -> None:
         state.eof()
     with pytest.raises(ValueError, match="sequence"):
         state.resume_from(-1)
+
+
+# -- any input at all: typed errors only, and never a sequence twice or out of order ---------------
+
+Op = ChunkFrame | CaughtUpFrame | RewoundFrame | EndFrame | FailFrame | TruncatedFrame | UnknownFrame
+ops = st.one_of(
+    st.builds(chunk, st.integers(1, 12)),
+    st.builds(CaughtUpFrame, st.integers(0, 12)),
+    st.builds(RewoundFrame, st.integers(0, 3), st.none() | st.integers(0, 12),
+              st.none() | st.integers(0, 12)),
+    st.just(EndFrame("completed")),
+    st.builds(FailFrame, st.just("x"), st.booleans()),
+    st.builds(TruncatedFrame, st.integers(0, 12)),
+    st.just(UnknownFrame("error", "{}")),
+    st.sampled_from(["eof", "reattach"]),
+    st.tuples(st.just("resume"), st.integers(0, 12)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(script=st.lists(ops, max_size=40), cursor=st.integers(0, 3))
+def test_any_frames_in_any_order_never_deliver_twice(
+        script: list[Op | str | tuple[str, int]], cursor: int) -> None:
+    state = ResumeState(cursor)
+    last = cursor  # the last sequence handed out (a snapshot resets it)
+    ended = False
+    for op in script:
+        try:
+            if op == "eof":
+                state.eof()
+            elif op == "reattach":
+                state.reattach()
+            elif isinstance(op, tuple):
+                last = state.resume_from(op[1])
+            else:
+                assert not isinstance(op, str)
+                for item in state.receive(op):
+                    if isinstance(item, ChunkFrame):
+                        assert item.sequence > last
+                        last = item.sequence
+        except StreamwireError:
+            pass
+        assert state.cursor == last
+        if ended:
+            assert state.status is ResumeStatus.DONE  # end is final: exactly one outcome
+        ended = state.status is ResumeStatus.DONE
 
 
 # -- a rule-based machine: never twice, never out of order, exactly one outcome ------------------
