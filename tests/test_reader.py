@@ -363,6 +363,19 @@ class TestConsume:
         with pytest.raises(ValueError, match="once"):
             await r.consume()
 
+    async def test_cancelled_run_tells_other_awaiters_the_stream_was_not_read(self) -> None:
+        async def never_ends() -> AsyncIterator[SSEEvent]:
+            yield SSEEvent("chunk", '{"chunk":"a"}')
+            await anyio.sleep(60)
+            yield SSEEvent("chunk", '{"chunk":"never"}')
+
+        r = StreamReader(never_ends(), Chat)
+        with anyio.move_on_after(0.05) as scope:
+            await r.consume()
+        assert scope.cancelled_caught
+        with pytest.raises(UsageError, match="was cancelled"):
+            await r.consume()
+
     async def test_consume_is_lazy_until_awaited(self) -> None:
         source = Source(CHUNKS_AND_DONE)
         r = StreamReader(create_sse_readable(source), Chat)

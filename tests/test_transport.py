@@ -281,6 +281,23 @@ class TestSSEWritable:
         assert finished == ["cleanup ran"]
         assert b"event: done" not in call.body  # nobody was left to receive it
 
+    async def test_client_gone_before_the_start_aborts_without_running_the_producer(self) -> None:
+        ran: list[bool] = []
+
+        async def produce(writable: SSEWritable, signal: AbortSignal) -> None:
+            ran.append(True)
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            raise OSError("client disconnected")
+
+        response = create_sse_writable(produce)
+        await response(HTTP_SCOPE, receive, send)
+        assert ran == []
+        assert response.signal.reason == "cancelled"
+
     async def test_backpressure_bounds_the_queue_for_a_slow_client(self) -> None:
         payload = "x" * 10_000
         sent: list[int] = []

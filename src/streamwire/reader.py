@@ -89,8 +89,14 @@ class _Consumption:
             self._done = anyio.Event()
             try:
                 await self._reader._run()  # pyright: ignore[reportPrivateUsage]
-            except BaseException as exc:
+            except Exception as exc:
                 self._error = exc
+                raise
+            except BaseException:
+                # Cancelled (or interrupted) in the task that ran it: that task re-raises its own
+                # cancellation; other awaiters learn that the stream was not read to its end.
+                self._error = UsageError("consume() was cancelled in the task running it; the "
+                                         "stream was not read to its end")
                 raise
             finally:
                 self._state = _DONE

@@ -378,8 +378,14 @@ class SSEResponse(Response):
         writable = self.writable = ASGIWritable(self._high_water, self._max_buffer)
         controller = self._controller
         failure: Exception | None = None
-        await send({"type": "http.response.start", "status": self.status_code,
-                    "headers": self.raw_headers})
+        try:
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})
+        except OSError:
+            # The client left before the response started: nothing to stream, nobody to tell.
+            writable.disconnected = True
+            controller.abort("cancelled")
+            return
         async with anyio.create_task_group() as tg:
             with anyio.CancelScope() as producer_scope:
                 tg.start_soon(writable._pump, send)  # pyright: ignore[reportPrivateUsage]
