@@ -14,7 +14,13 @@ from typing import Annotated, Any, Final, final, get_args
 import msgspec
 
 from ..errors import MalformedFrameError
-from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE, SSEDecoder, SSEEvent
+from ..sse import (
+    DEFAULT_MAX_EVENT_SIZE,
+    DEFAULT_MAX_LINE_SIZE,
+    SSEDecoder,
+    SSEEvent,
+    encode_frame,
+)
 from ._types import (
     CaughtUpFrame,
     ChunkFrame,
@@ -119,9 +125,7 @@ def encode_stream_frame(frame: StreamFrame | UnknownFrame) -> bytes:
         body = _data_lines(_ENCODE(frame))
         return b"event: chunk\nid: %d\ndata: %b\n\n" % (seq, body)
     if type(frame) is UnknownFrame:
-        from ..sse import encode_frame  # rare: only tests and forward-compat probes write these
-
-        return encode_frame(frame.data, event=frame.event)
+        return encode_frame(frame.data, event=frame.event)  # tests and forward-compat probes
     _check(frame)
     body = _ENCODE(frame)
     if b"\n" in body or b"\r" in body:
