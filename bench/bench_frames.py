@@ -17,6 +17,11 @@ Candidates (all on the same pieces, all in one run):
 - ``streamwire + typed payload``: the same, then every chunk's payload decoded and validated
   against the ``Chat`` contract (``ChunkCodec(Chat).decode``): strictly more work than the peer.
 
+The other direction, frames -> bytes, for the same 10,000 chunks (the server's hot path):
+``encode_stream_frame`` against sse-starlette's ``ServerSentEvent(json.dumps(envelope), event=,
+id=).encode()``, what a user of sse-starlette writes for the same frame. Both outputs are decoded
+back and compared with the frames.
+
 Each candidate's output is checked first (10,000 chunks in order with the expected payloads, and the
 terminal). Ratios are medians of rounds from this one run (issue 4: >= 2x the peer).
 """
@@ -154,6 +159,40 @@ def check_typed(out: list[Any], texts: list[str]) -> str:
     return "ok" if isinstance(out[-1], EndFrame) else "no end"
 
 
+def encode_peer(envelopes: Sequence[tuple[int, Any]]) -> list[bytes]:
+    from sse_starlette import ServerSentEvent
+
+    return [ServerSentEvent(json.dumps({"sequence": seq, "chunk": chunk}, separators=(",", ":")),
+                            event="chunk", id=str(seq)).encode() for seq, chunk in envelopes]
+
+
+def encode_streamwire(frames: Sequence[ChunkFrame]) -> list[bytes]:
+    return [encode_stream_frame(f) for f in frames]
+
+
+def encode_table(rounds: int, pieces: Sequence[bytes]) -> str:
+    frames: list[ChunkFrame] = [f for f in run_streamwire(pieces) if type(f) is ChunkFrame]
+    envelopes = [(f.sequence, msgspec.json.decode(f.chunk)) for f in frames]
+    results = {"sse-starlette ServerSentEvent + json.dumps": encode_peer(envelopes),
+               "streamwire encode_stream_frame": encode_streamwire(frames)}
+    def values(out: list[bytes]) -> list[tuple[int, Any]]:
+        decoded = run_streamwire([b"".join(out)])
+        return [(f.sequence, msgspec.json.decode(f.chunk)) for f in decoded if type(f) is ChunkFrame]
+
+    checks = {name: "ok" if values(out) == envelopes else "wrong" for name, out in results.items()}
+    times = {
+        "sse-starlette ServerSentEvent + json.dumps": median_time(
+            lambda: encode_peer(envelopes), rounds=rounds),
+        "streamwire encode_stream_frame": median_time(
+            lambda: encode_streamwire(frames), rounds=rounds),
+    }
+    peer = times["sse-starlette ServerSentEvent + json.dumps"]
+    rows = [[name, checks[name], f"{t * 1000:.1f}", f"{CHUNKS / t / 1e6:.2f}", f"{peer / t:.2f}x"]
+            for name, t in times.items()]
+    return table("bench frames: typed chunk frames -> bytes",
+                 ["candidate", "output", "ms", "M frames/s", "vs sse-starlette"], rows)
+
+
 def main(rounds: int) -> str:
     pieces, texts = workload(random.Random(SEED))
     size = sum(map(len, pieces))
@@ -176,4 +215,5 @@ def main(rounds: int) -> str:
             f"bytes; median of {rounds} rounds. {machine_line(['msgspec', 'httpx-sse'])}\n\n")
     return head + table(
         "bench frames: bytes -> typed wire v2 frames",
-        ["candidate", "output", "ms", "M frames/s", "MB/s", "vs httpx-sse + json.loads"], rows)
+        ["candidate", "output", "ms", "M frames/s", "MB/s", "vs httpx-sse + json.loads"], rows,
+    ) + "\n" + encode_table(rounds, pieces)
