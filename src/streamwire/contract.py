@@ -62,7 +62,6 @@ from typing import (
     TypedDict,
     TypeGuard,
     TypeVar,
-    cast,
     final,
     get_args,
     get_origin,
@@ -343,18 +342,17 @@ def _maybe_keyed_union(tp: Any) -> Callable[[str | bytes], Any] | None:
         decode = msgspec.json.Decoder(reduce(_union, [merged, *others])).decode
     except TypeError:
         return None
-    return _KeyedUnion(decode, members, fields).__call__
+    return _KeyedUnion(decode, members, fields).decode
 
 
 @final
 class _KeyedUnion:
     """Decodes a union of TypedDicts told apart by which keys are present (TRD's ``progress``)."""
 
-    __slots__ = ("_decode", "_fields", "_members", "_memo", "_names")
+    __slots__ = ("_fields", "_members", "_memo", "_names", "decode")
 
     def __init__(self, decode: Callable[[str | bytes], Any], members: list[_Member],
                  fields: dict[str, Any]) -> None:
-        self._decode = decode
         self._members = members
         self._fields = fields
         self._names = " | ".join(m.tp.__name__ for m in members)
@@ -362,6 +360,7 @@ class _KeyedUnion:
         # checked each key with exactly the picked member's type), else the member types to
         # re-validate against in turn (an empty tuple when no member fits the keys).
         self._memo: dict[tuple[str, ...], tuple[Any, ...] | None] = {}
+        self.decode = self._closure(decode)
 
     def _plan(self, arrived: tuple[str, ...]) -> tuple[Any, ...] | None:
         keys = frozenset(arrived)
@@ -372,26 +371,35 @@ class _KeyedUnion:
             self._memo[arrived] = plan
         return plan
 
-    def __call__(self, raw: str | bytes) -> Any:
-        decoded = self._decode(raw)
-        if type(decoded) is not dict:
-            return decoded  # a non-object member of the union (None, a list...), already validated
-        obj = cast("dict[str, Any]", decoded)
-        arrived = tuple(obj)
-        try:
-            plan = self._memo[arrived]
-        except KeyError:
-            plan = self._plan(arrived)
-        if plan is None:
-            return obj
-        for check in plan:
-            try:
-                return msgspec.convert(obj, check)
-            except msgspec.ValidationError:
-                continue
-        raise msgspec.ValidationError(
-            f"an object with keys {sorted(arrived)} matches no member of {self._names}: "
-            "a member's required keys must all be present, and no key of another member")
+    def _closure(self, merged: Callable[[str | bytes], Any]) -> Callable[[str | bytes], Any]:
+        # A closure over locals: the hot path does no attribute lookups (a stream of progress
+        # events spends most of its decode time here).
+        memo_get = self._memo.get
+        plan_for = self._plan
+        names = self._names
+        unknown: Any = object()  # marks a memo miss
+
+        def decode(raw: str | bytes) -> Any:
+            decoded: Any = merged(raw)
+            if decoded.__class__ is not dict:  # (not type(): pyright would narrow to Unknowns)
+                return decoded  # a non-object member (None, a list...), already validated
+            obj: dict[str, Any] = decoded
+            arrived = tuple(obj)
+            plan = memo_get(arrived, unknown)
+            if plan is unknown:
+                plan = plan_for(arrived)
+            if plan is None:
+                return obj
+            for check in plan:
+                try:
+                    return msgspec.convert(obj, check)
+                except msgspec.ValidationError:
+                    continue
+            raise msgspec.ValidationError(
+                f"an object with keys {sorted(arrived)} matches no member of {names}: "
+                "a member's required keys must all be present, and no key of another member")
+
+        return decode
 
 
 @final
