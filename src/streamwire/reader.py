@@ -33,8 +33,9 @@ Behavioural contracts (the TRD's table):
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
-from typing import Any, Final, Generic, Self, TypeVar, final
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator
+from functools import partial
+from typing import Any, Final, Generic, NoReturn, Self, TypeVar, final
 
 import anyio
 
@@ -63,7 +64,8 @@ class _Route:
 
     def __init__(self, event: BoundEvent[Any, Any]) -> None:
         self.decode = event.decode
-        self.handlers: list[Callable[[Any], object]] = []
+        # Replaced, never mutated: a handler added during dispatch waits for the next event.
+        self.handlers: tuple[Callable[[Any], object], ...] = ()
 
 
 @final
@@ -142,7 +144,7 @@ class StreamReader(Generic[C]):
         route = self._routes.get(name)
         if route is None:
             route = self._routes[name] = _Route(event)
-        route.handlers.append(handler)
+        route.handlers = (*route.handlers, handler)
         return self
 
     def on_parse_error(self, handler: ParseErrorHandler) -> Self:
@@ -172,15 +174,22 @@ class StreamReader(Generic[C]):
         if not isinstance(readable, SyncSSEReadable):
             raise UsageError("this reader's readable is asynchronous: use `await consume()`")
         self._consumption = _Consumption(self)
+        routes = self._routes
         events = iter(readable)
         try:
             for item in events:
-                for result in self._dispatch(item):
-                    if inspect.isawaitable(result):
-                        if inspect.iscoroutine(result):
-                            result.close()  # never awaited: close it rather than leak a warning
-                        raise UsageError(f"a handler of {item.event!r} returned an awaitable; "
-                                         "async handlers need `await reader.consume()`")
+                route = routes.get(item.event)
+                if route is None:
+                    continue  # unregistered: not even parsed (TRD)
+                try:
+                    payload = route.decode(item.data)
+                except PayloadError as exc:
+                    results = self._parse_failed(item, exc)
+                else:
+                    results = [handler(payload) for handler in route.handlers]
+                for result in results:
+                    if result is not None and inspect.isawaitable(result):
+                        _refuse_awaitable(item.event, result)
         finally:
             close = getattr(events, "close", None)
             if close is not None:
@@ -191,11 +200,22 @@ class StreamReader(Generic[C]):
     async def _run(self) -> None:
         readable = self._readable
         assert isinstance(readable, SSEReadable)
+        routes = self._routes
         events: AsyncIterator[SSEMessage] = aiter(readable)
         try:
             async for item in events:
-                for result in self._dispatch(item):
-                    if inspect.isawaitable(result):
+                route = routes.get(item.event)
+                if route is None:
+                    continue  # unregistered: not even parsed (TRD)
+                try:
+                    payload = route.decode(item.data)
+                except PayloadError as exc:
+                    await _await_each(self._parse_failed_calls(item, exc))
+                    continue
+                # Each handler runs (and, if async, finishes) before the next one starts.
+                for handler in route.handlers:
+                    result = handler(payload)
+                    if result is not None and inspect.isawaitable(result):
                         await result
         finally:
             aclose = getattr(events, "aclose", None)
@@ -203,17 +223,24 @@ class StreamReader(Generic[C]):
                 with anyio.CancelScope(shield=True):
                     await aclose()
 
-    def _dispatch(self, item: SSEMessage) -> Iterator[object]:
-        """Decode ``item`` for its handlers (if any) and yield each handler's result in turn."""
-        route = self._routes.get(item.event)
-        if route is None:
-            return  # unregistered: not even parsed (TRD)
-        raw = item.data
-        try:
-            payload = route.decode(raw)
-        except PayloadError as exc:
-            for on_error in tuple(self._parse_error_handlers):
-                yield on_error(item.event, raw, exc)
-            return
-        for handler in tuple(route.handlers):
-            yield handler(payload)
+    def _parse_failed(self, item: SSEMessage, exc: PayloadError) -> list[object]:
+        return [call() for call in self._parse_failed_calls(item, exc)]
+
+    def _parse_failed_calls(self, item: SSEMessage, exc: PayloadError
+                            ) -> list[Callable[[], object]]:
+        event, raw = item.event, item.data
+        return [partial(on_error, event, raw, exc) for on_error in self._parse_error_handlers]
+
+
+async def _await_each(calls: list[Callable[[], object]]) -> None:
+    for call in calls:
+        result = call()
+        if inspect.isawaitable(result):
+            await result
+
+
+def _refuse_awaitable(event: str, result: Awaitable[object]) -> NoReturn:
+    if inspect.iscoroutine(result):
+        result.close()  # never awaited: close it rather than leak a "never awaited" warning
+    raise UsageError(f"a handler of {event!r} returned an awaitable; async handlers need "
+                     "`await reader.consume()`")
