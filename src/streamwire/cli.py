@@ -20,8 +20,10 @@ import importlib
 import logging
 import os
 import secrets
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import Any, cast
 
 from .log import StreamLog
@@ -128,8 +130,16 @@ def _run_serve(args: argparse.Namespace) -> int:
         token = secrets.token_urlsafe(24)
         print(f"streamwire serve: no --token given; writes need: Authorization: Bearer {token}",
               file=sys.stderr, flush=True)
+    # uvicorn re-raises the signal it shut down on once it is done, to die of it; a clean stop
+    # asked for by a signal exits 0 here instead (also when it arrives before uvicorn starts).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, _exit_cleanly)
     asyncio.run(_serve(args, log, token))
     return 0
+
+
+def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,249 @@
+"""``streamwire serve`` and the app factory as real server processes: uvicorn (ours and plain) and
+granian, each stopped with SIGTERM while streams are open."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from conftest import require
+from streamwire.cli import main
+from streamwire.frames import CaughtUpFrame, ChunkFrame, FailFrame, StreamFrame, decode_stream_frame
+from streamwire.sse import SSEDecoder
+
+pytestmark = pytest.mark.anyio
+
+BIN = Path(sys.executable).parent
+TOKEN = "test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class Proc:
+    """A server subprocess whose stderr is collected line by line."""
+
+    def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self.lines: list[str] = []
+        self.popen = subprocess.Popen(argv, stderr=subprocess.STDOUT, stdout=subprocess.PIPE,
+                                      text=True, env={**os.environ, **(env or {})})
+        self._reader = threading.Thread(target=self._collect, daemon=True)
+        self._reader.start()
+
+    def _collect(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_line(self, pattern: str, limit: float = 15.0) -> re.Match[str]:
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                found = re.search(pattern, line)
+                if found:
+                    return found
+            if self.popen.poll() is not None and not self._reader.is_alive():
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"no line matching {pattern!r} in:\n" + "\n".join(self.lines))
+
+    def stop(self) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        try:
+            return self.popen.wait(10)
+        finally:
+            if self.popen.poll() is None:
+                self.popen.kill()
+                self.popen.wait()
+            self._reader.join(5)
+            if self.popen.stdout is not None:
+                self.popen.stdout.close()
+
+
+@contextmanager
+def process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[Proc]:
+    proc = Proc(argv, env)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def wait_up(base: str) -> None:
+    with anyio.fail_after(15):
+        while True:
+            try:
+                async with httpx.AsyncClient(base_url=base) as client:
+                    await client.get("/openapi.json")
+                return
+            except httpx.TransportError:
+                await anyio.sleep(0.05)
+
+
+async def frames_until_close(resp: httpx.Response, out: list[StreamFrame | Any]) -> None:
+    decoder = SSEDecoder()
+    async for piece in resp.aiter_raw():
+        out.extend(decode_stream_frame(e) for e in decoder.feed(piece))
+    out.extend(decode_stream_frame(e) for e in decoder.flush())
+
+
+async def check_sigterm_drains(proc: Proc, base: str, *, grace: float = 5.0,
+                               expect_codes: tuple[int, ...] = (0,)) -> None:
+    """Open a reader, SIGTERM the server: the reader gets the recoverable shutdown ``fail`` and
+    the body closes; the process exits 0 within the grace period."""
+    async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+        assert (await client.put("/streams/live", headers=AUTH)).status_code == 200
+        sequences = (await client.post("/streams/live/chunks", headers=AUTH,
+                                       json=[{"step": 0, "chunk": "hi"}])).json()["sequences"]
+        assert sequences == [1]
+        frames: list[Any] = []
+        async with client.stream("GET", "/streams/live/sse") as resp:
+            assert resp.status_code == 200
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(frames_until_close, resp, frames)
+                    while len(frames) < 2:  # noqa: ASYNC110 (chunk and caught-up: now live)
+                        await anyio.sleep(0.01)
+                    started = time.monotonic()
+                    proc.popen.send_signal(signal.SIGTERM)
+    assert isinstance(frames[0], ChunkFrame)
+    assert frames[1] == CaughtUpFrame(head=1)
+    assert len(frames) == 3
+    assert isinstance(frames[2], FailFrame)
+    assert frames[2].recoverable is True
+    assert frames[2].error_detail == {"code": "SERVER_SHUTDOWN"}
+    code = await anyio.to_thread.run_sync(proc.popen.wait, 15)
+    assert code in expect_codes
+    assert time.monotonic() - started < grace
+
+
+async def test_serve_protects_writes_logs_connections_and_drains_on_sigterm() -> None:
+    argv = [sys.executable, "-m", "streamwire.cli", "serve", "--port", "0", "--token", TOKEN,
+            "--grace", "3"]
+    with process(argv) as proc:
+        base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
+        async with httpx.AsyncClient(base_url=base) as client:
+            refused = await client.put("/streams/x")
+            assert refused.status_code == 401
+            wrong = await client.put("/streams/x", headers={"Authorization": "Bearer no"})
+            assert wrong.status_code == 403
+            assert (await client.get("/streams/x/info")).status_code == 404  # reads are open
+        await check_sigterm_drains(proc, base, grace=3.0)
+        proc.wait_line(r"sse open stream=live cursor=0 peer=127\.0\.0\.1:\d+")
+        proc.wait_line(r"sse close stream=live .* outcome=shutdown")
+
+
+async def test_serve_without_a_token_generates_and_prints_one() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "STREAMWIRE_TOKEN"}
+    argv = [sys.executable, "-m", "streamwire.cli", "serve", "--port", "0"]
+    proc = Proc(argv, env)
+    try:
+        token = proc.wait_line(r"Authorization: Bearer (\S+)").group(1)
+        base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
+        async with httpx.AsyncClient(base_url=base) as client:
+            assert (await client.put("/streams/y")).status_code == 401
+            ok = await client.put("/streams/y", headers={"Authorization": f"Bearer {token}"})
+            assert ok.status_code == 200
+    finally:
+        assert proc.stop() == 0
+
+
+def test_serve_refuses_an_unknown_log(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--log", "postgres://x"]) == 2
+    assert "--log must be memory, sqlite:PATH or redis://HOST:PORT/DB" in capsys.readouterr().err
+    assert main([]) == 2
+
+
+async def test_serve_sqlite_keeps_streams_across_restarts(tmp_path: Path) -> None:
+    require(importlib.util.find_spec("streamwire.log.sqlite") is not None,
+            "streamwire.log.sqlite is not there yet")
+    argv = [sys.executable, "-m", "streamwire.cli", "serve", "--port", "0", "--token", TOKEN,
+            "--log", f"sqlite:{tmp_path / 'streams.db'}"]
+    with process(argv) as proc:
+        base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
+        async with httpx.AsyncClient(base_url=base) as client:
+            await client.put("/streams/kept", headers=AUTH)
+            await client.post("/streams/kept/chunks", headers=AUTH,
+                              json=[{"step": 0, "chunk": i} for i in range(3)])
+            await client.post("/streams/kept/end", headers=AUTH, json={"status": "completed"})
+    with process(argv) as proc:
+        base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
+        async with httpx.AsyncClient(base_url=base) as client:
+            info = (await client.get("/streams/kept/info")).json()
+            assert (info["head"], info["status"]) == (3, "completed")
+
+
+async def test_serve_redis() -> None:
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=0.5).close()
+        up = importlib.util.find_spec("streamwire.log.redis") is not None
+    except OSError:
+        up = False
+    require(up, "needs streamwire.log.redis and a Redis server on 127.0.0.1:6379")
+    prefix = f"swtest-cli-{uuid.uuid4().hex[:12]}"
+    argv = [sys.executable, "-m", "streamwire.cli", "serve", "--port", "0", "--token", TOKEN,
+            "--log", "redis://127.0.0.1:6379/0", "--redis-prefix", prefix]
+    try:
+        with process(argv) as proc:
+            base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
+            await check_sigterm_drains(proc, base)
+    finally:
+        import redis
+
+        client = redis.Redis()
+        keys = list(client.scan_iter(f"{prefix}:*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+
+async def test_plain_uvicorn_with_the_app_factory_drains_on_sigterm() -> None:
+    port = free_port()
+    argv = [str(BIN / "uvicorn"), "--factory", "streamwire.cli:app_from_env",
+            "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    with process(argv, {"STREAMWIRE_TOKEN": TOKEN}) as proc:
+        base = f"http://127.0.0.1:{port}"
+        await wait_up(base)
+        # after its graceful shutdown uvicorn re-raises SIGTERM to die of it (exit -15)
+        await check_sigterm_drains(proc, base, expect_codes=(-signal.SIGTERM,))
+
+
+async def test_granian_drains_on_sigterm() -> None:
+    port = free_port()
+    argv = [str(BIN / "granian"), "--interface", "asgi", "--factory", "--host", "127.0.0.1",
+            "--port", str(port), "--workers", "1", "streamwire.cli:app_from_env"]
+    with process(argv, {"STREAMWIRE_TOKEN": TOKEN}) as proc:
+        base = f"http://127.0.0.1:{port}"
+        await wait_up(base)
+        await check_sigterm_drains(proc, base)
+
+
+@pytest.mark.parametrize("command", ["demo", "tail"])
+def test_demo_and_tail_are_dispatched(command: str) -> None:
+    require(importlib.util.find_spec(f"streamwire.{command}") is not None,
+            f"streamwire.{command} is not there yet")
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
