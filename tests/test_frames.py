@@ -6,7 +6,7 @@ The reader state machine (``ResumeState``) is in ``test_frames_state.py``.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Literal
 
 import anyio
@@ -352,7 +352,7 @@ def test_transport_drop_frame_is_recoverable() -> None:
 # -- transport events ----------------------------------------------------------------------------
 
 
-def body_pieces(frames: list[StreamFrame | UnknownFrame], *, extra: bytes = b"", seed: int = 1) -> list[bytes]:
+def body_pieces(frames: Sequence[StreamFrame | UnknownFrame], *, extra: bytes = b"", seed: int = 1) -> list[bytes]:
     data = b"".join(encode_stream_frame(f) + encode_comment("hb") for f in frames) + extra
     return list(splits(data, seed))[-1]
 
@@ -380,7 +380,7 @@ async def test_transport_events_skip_markers_and_stop_at_the_terminal(mode: str)
 @pytest.mark.anyio
 @pytest.mark.parametrize("mode", ["async", "sync"])
 async def test_transport_events_drop_when_the_body_ends_without_terminal(mode: str) -> None:
-    pieces = body_pieces([*STREAM[:3]])
+    pieces = body_pieces(STREAM[:3])
     got: list[Any] = []
 
     async def read() -> None:
@@ -563,3 +563,17 @@ def test_decoder_matches_plain_sse_decoder_for_known_frames() -> None:
     wire = b"".join(map(encode_stream_frame, STREAM))
     events = SSEDecoder().feed(wire)
     assert [decode_stream_frame(e) for e in events] == STREAM
+
+
+@pytest.mark.anyio
+async def test_an_abort_by_the_caller_is_not_a_drop() -> None:
+    # The caller stops reading mid-body (its own abort): the reader ends quietly, no drop raised.
+    pieces = body_pieces(STREAM[:3])  # no terminal: a drop if read to the end
+    events = decode_transport_events(agen(pieces))
+    async for first in events:
+        assert first == STREAM[0]
+        break
+    await events.aclose()  # type: ignore[attr-defined]
+    sync = iter_transport_events(pieces)
+    assert next(sync) == STREAM[0]
+    sync.close()  # type: ignore[attr-defined]
