@@ -35,6 +35,7 @@ from collections.abc import (
     Iterator,
     Mapping,
 )
+from types import MappingProxyType
 from typing import Any, Final, Protocol, cast, final, runtime_checkable
 
 import anyio
@@ -55,6 +56,7 @@ __all__ = [
     "AbortSignal",
     "ByteSource",
     "MemoryWritable",
+    "Producer",
     "SSEMessage",
     "SSEReadable",
     "SSEResponse",
@@ -65,12 +67,12 @@ __all__ = [
 ]
 
 #: The TRD's four response headers (``Connection`` is hop-by-hop: HTTP/2 servers drop it).
-SSE_HEADERS: Final[Mapping[str, str]] = {
+SSE_HEADERS: Final[Mapping[str, str]] = MappingProxyType({
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-cache",
     "Connection": "keep-alive",
     "X-Accel-Buffering": "no",
-}
+})
 #: Bytes queued before ``drain()`` waits: asyncio's own transport high-water mark (64 KiB), a few
 #: hundred token events, so a fast client never waits while a stalled one holds little memory.
 DEFAULT_HIGH_WATER: Final = 64 * 1024
@@ -136,7 +138,9 @@ class AbortSignal:
     """Tells a writer that its stream was aborted, and why (the DOM's ``AbortSignal``, sans-I/O).
 
     Obtain one from an ``AbortController``. Listeners are plain callables run synchronously, once,
-    in registration order, by ``AbortController.abort``.
+    in registration order, by ``AbortController.abort``; a listener's exception propagates out of
+    ``abort``. Abort from the thread that runs the stream's event loop (from another thread, use
+    ``anyio.from_thread.run_sync(controller.abort, reason)``): listeners write to the transport.
     """
 
     __slots__ = ("_aborted", "_listeners", "_reason")
