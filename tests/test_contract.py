@@ -441,3 +441,14 @@ def test_decode_validates_like_msgspec_directly() -> None:
     direct = msgspec.json.Decoder(Invoice)
     raw = b'{"id":"x","cents":3,"note":"y","z":0}'
     assert Billing.invoice.decode(raw) == direct.decode(raw)
+
+
+@pytest.mark.parametrize("attr", ["events", "event_named", "resolve"])
+def test_an_event_cannot_hide_the_contract_api(attr: str) -> None:
+    with pytest.raises(ContractError, match=f"would hide Contract.{attr}"):
+        type("Bad", (Contract,), {"__annotations__": {attr: "Event[int]"}, attr: Event()})
+
+    class Renamed(Contract):
+        events_: Event[int] = Event("events")  # the wire name itself is free
+
+    assert Renamed.event_named("events") is Renamed.events_

@@ -109,6 +109,10 @@ class Contract:
                     _add_event(cls, events, name, bound)
         for attr, value in vars(cls).items():
             if _is_event(value):
+                if attr in _RESERVED:
+                    raise ContractError(f"{cls.__qualname__}.{attr} would hide Contract.{attr}; "
+                                        f"name the attribute otherwise and keep the wire name "
+                                        f"with Event({attr!r})")
                 if value.bound is not None or len(value.sites) != 1:
                     raise ContractError(f"{cls.__qualname__}.{attr}: an Event instance belongs to "
                                         f"one contract attribute only (it is {value.sites})")
@@ -142,6 +146,9 @@ class Contract:
         """Build every event's decoder now; raises ``ContractError`` for an unsupported type."""
         for bound in cls._events.values():
             bound.resolve()
+
+
+_RESERVED: Final = frozenset({"events", "event_named", "resolve"})
 
 
 def _add_event(cls: type[Contract], events: dict[str, BoundEvent[Any, Any]], name: str,
