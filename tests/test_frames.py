@@ -254,16 +254,37 @@ def test_unknown_fields_in_known_frames_are_ignored() -> None:
         ChunkFrame(4, raw("[]")))
 
 
-def test_frame_decoder_is_sticky_after_a_malformed_frame() -> None:
+def test_frame_decoder_delivers_what_precedes_an_error_then_sticks() -> None:
     decoder = FrameDecoder()
     good = encode_stream_frame(ChunkFrame(1, raw("{}")))
+    later = encode_stream_frame(ChunkFrame(2, raw("{}")))
+    # The frames before the malformed one are delivered; the error waits for the next call.
+    assert decoder.feed(good + b"event: end\ndata: {}\n\n" + later) == [ChunkFrame(1, raw("{}"))]
     with pytest.raises(MalformedFrameError) as first:
-        decoder.feed(good + b"event: end\ndata: {}\n\n")
+        decoder.feed(later)
     with pytest.raises(MalformedFrameError) as again:
-        decoder.feed(good)
-    assert again.value is first.value
-    with pytest.raises(MalformedFrameError):
         decoder.flush()
+    assert again.value is first.value
+    assert first.value.event == "end"
+
+
+def test_frame_decoder_raises_at_once_when_nothing_precedes_the_error() -> None:
+    decoder = FrameDecoder()
+    with pytest.raises(MalformedFrameError):
+        decoder.feed(b"event: chunk\nid: 1\ndata: {}\n\n")
+    unterminated = FrameDecoder()
+    unterminated.feed(b"event: rewound\ndata: {")
+    with pytest.raises(MalformedFrameError):
+        unterminated.flush()
+
+
+def test_frame_decoder_delivers_what_precedes_a_limit() -> None:
+    decoder = FrameDecoder(max_line_size=100)
+    good = encode_stream_frame(ChunkFrame(1, raw("{}")))
+    assert decoder.feed(good + b"data: " + b"x" * 200) == [ChunkFrame(1, raw("{}"))]
+    with pytest.raises(SSEDecodeError) as info:
+        decoder.feed(b"\n\n")
+    assert info.value.limit == "max_line_size"
 
 
 def test_frame_decoder_limits_are_typed_and_named() -> None:
@@ -415,9 +436,14 @@ async def test_transport_events_unterminated_terminal_is_delivered() -> None:
 
 
 @pytest.mark.anyio
-async def test_transport_events_malformed_frame_raises() -> None:
+async def test_transport_events_malformed_frame_raises_after_the_good_ones() -> None:
     with pytest.raises(MalformedFrameError):
         await collect([b"event: end\ndata: {}\n\n"])
+    body = [encode_stream_frame(STREAM[0]) + b"event: end\ndata: {}\n\n"]
+    got: list[Any] = []
+    with pytest.raises(MalformedFrameError):
+        got.extend(iter_transport_events(body))
+    assert got == [STREAM[0]]
 
 
 def test_transport_decoder_close_is_idempotent_after_terminal() -> None:

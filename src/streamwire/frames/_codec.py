@@ -13,7 +13,7 @@ from typing import Annotated, Any, Final, final, get_args
 
 import msgspec
 
-from ..errors import MalformedFrameError
+from ..errors import MalformedFrameError, SSEDecodeError, StreamwireError
 from ..sse import (
     DEFAULT_MAX_EVENT_SIZE,
     DEFAULT_MAX_LINE_SIZE,
@@ -185,13 +185,14 @@ class FrameDecoder:
 
     ``feed`` returns the frames the bytes complete; ``flush`` at the end of the body delivers a
     last frame that has no closing blank line (wire v2). Comments (heartbeats, ``: waiting``) are
-    not frames: they go to ``on_comment``. After an error every call raises it again (sticky):
-    the connection is unusable, re-attach with a new decoder.
+    not frames: they go to ``on_comment``.
+
+    An error waits behind the frames decoded before it: the call returns those frames and the next
+    call raises it (at once when there are none), so no good frame is lost. From then on every
+    call raises the same error (sticky): the connection is unusable; re-attach with a new decoder.
 
     Raises:
-        MalformedFrameError: see ``decode_stream_frame``. Frames decoded earlier in the same
-            ``feed`` are dropped with it; the reader's cursor has not moved past them, so a
-            re-attach delivers them again.
+        MalformedFrameError: see ``decode_stream_frame`` (retryable).
         SSEDecodeError: a line or event over ``max_line_size`` / ``max_event_size``.
     """
 
@@ -206,7 +207,7 @@ class FrameDecoder:
     ) -> None:
         self._sse = SSEDecoder(
             max_line_size=max_line_size, max_event_size=max_event_size, on_comment=on_comment)
-        self._error: Exception | None = None
+        self._error: StreamwireError | None = None
 
     @property
     def last_event_id(self) -> str:
@@ -223,24 +224,41 @@ class FrameDecoder:
         if self._error is not None:
             raise self._error
         try:
-            return self._frames(self._sse.feed(data))
-        except Exception as exc:
-            self._error = exc
-            raise
+            events = self._sse.feed(data)
+        except SSEDecodeError as exc:
+            return self._limit(exc)
+        return self._deliver(events)
 
     def flush(self) -> list[StreamFrame | UnknownFrame]:
         """End of body: deliver a last frame that lacks its closing blank line."""
         if self._error is not None:
             raise self._error
         try:
-            return self._frames(self._sse.flush())
-        except Exception as exc:
+            events = self._sse.flush()
+        except SSEDecodeError as exc:
+            return self._limit(exc)
+        return self._deliver(events)
+
+    def _limit(self, exc: SSEDecodeError) -> list[StreamFrame | UnknownFrame]:
+        out = self._deliver(exc.events)  # the events complete before the limit tripped
+        if self._error is None:
             self._error = exc
-            raise
+        if not out:
+            raise self._error
+        return out
+
+    def _deliver(self, events: list[SSEEvent]) -> list[StreamFrame | UnknownFrame]:
+        out: list[StreamFrame | UnknownFrame] = []
+        try:
+            self._frames(events, out)
+        except MalformedFrameError as exc:
+            self._error = exc
+            if not out:
+                raise
+        return out
 
     @staticmethod
-    def _frames(events: list[SSEEvent]) -> list[StreamFrame | UnknownFrame]:
-        out: list[StreamFrame | UnknownFrame] = []
+    def _frames(events: list[SSEEvent], out: list[StreamFrame | UnknownFrame]) -> None:
         append = out.append
         chunk_decode = _DECODERS["chunk"]
         for event in events:
@@ -254,4 +272,3 @@ class FrameDecoder:
                     append(frame)
                     continue
             append(decode_stream_frame(event))
-        return out
