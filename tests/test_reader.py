@@ -469,6 +469,23 @@ class TestConsumeSync:
         with pytest.raises(UsageError, match="already consumed"):
             r.consume_sync()
 
+    def test_consume_after_consume_sync_is_a_usage_error(self) -> None:
+        r = StreamReader(create_sse_readable([CHUNKS_AND_DONE]), Chat)
+        r.consume_sync()
+        with pytest.raises(UsageError, match="consumed by consume_sync"):
+            r.consume()
+
+    def test_two_async_handlers_in_sync_consume_leave_no_unawaited_coroutine(self) -> None:
+        async def one(d: ChunkPayload) -> None:
+            return None
+
+        async def two(d: ChunkPayload) -> None:
+            return None
+
+        r = StreamReader(create_sse_readable([CHUNKS_AND_DONE]), Chat)
+        with pytest.raises(UsageError, match="returned an awaitable"):
+            r.on(Chat.chunk, one).on(Chat.chunk, two).consume_sync()
+
     def test_consume_sync_on_an_async_readable_is_a_usage_error(self) -> None:
         async def events() -> AsyncIterator[SSEEvent]:
             yield SSEEvent("chunk", "{}")

@@ -121,7 +121,8 @@ class StreamReader(Generic[C]):
         contract: the contract class; ``on`` refuses events outside it.
     """
 
-    __slots__ = ("_consumption", "_contract", "_parse_error_handlers", "_readable", "_routes")
+    __slots__ = ("_consumed_sync", "_consumption", "_contract", "_parse_error_handlers",
+                 "_readable", "_routes")
 
     def __init__(self, readable: SSEReadable | SyncSSEReadable, contract: type[C]) -> None:
         self._readable = readable
@@ -129,6 +130,7 @@ class StreamReader(Generic[C]):
         self._routes: dict[str, _Route] = {}
         self._parse_error_handlers: list[ParseErrorHandler] = []
         self._consumption: _Consumption | None = None
+        self._consumed_sync = False
 
     def on(self, event: BoundEvent[Any, T], handler: Callable[[T], object]) -> Self:
         """Call ``handler(payload)`` for each ``event``; returns the reader (chainable).
@@ -156,6 +158,8 @@ class StreamReader(Generic[C]):
         """Read the stream to its end, dispatching to the handlers. Every call returns the same
         awaitable. Raises what a handler raises, ``StreamDropError`` if the transport broke, and
         ``SSEDecodeError`` if the body broke a decoder limit."""
+        if self._consumed_sync:
+            raise UsageError("this reader was already consumed by consume_sync()")
         if self._consumption is None:
             if not isinstance(self._readable, SSEReadable):
                 raise UsageError("this reader's readable is synchronous: use consume_sync()")
@@ -168,12 +172,12 @@ class StreamReader(Generic[C]):
         Handlers must be plain functions here: one that returns an awaitable raises ``UsageError``.
         Not idempotent like ``consume()``: a second call raises ``UsageError``.
         """
-        if self._consumption is not None:
+        if self._consumption is not None or self._consumed_sync:
             raise UsageError("this reader was already consumed")
         readable = self._readable
         if not isinstance(readable, SyncSSEReadable):
             raise UsageError("this reader's readable is asynchronous: use `await consume()`")
-        self._consumption = _Consumption(self)
+        self._consumed_sync = True
         routes = self._routes
         events = iter(readable)
         try:
@@ -187,9 +191,8 @@ class StreamReader(Generic[C]):
                     results = self._parse_failed(item, exc)
                 else:
                     results = [handler(payload) for handler in route.handlers]
-                for result in results:
-                    if result is not None and inspect.isawaitable(result):
-                        _refuse_awaitable(item.event, result)
+                if any(result is not None and inspect.isawaitable(result) for result in results):
+                    _refuse_awaitables(item.event, results)
         finally:
             close = getattr(events, "close", None)
             if close is not None:
@@ -239,8 +242,9 @@ async def _await_each(calls: list[Callable[[], object]]) -> None:
             await result
 
 
-def _refuse_awaitable(event: str, result: Awaitable[object]) -> NoReturn:
-    if inspect.iscoroutine(result):
-        result.close()  # never awaited: close it rather than leak a "never awaited" warning
+def _refuse_awaitables(event: str, results: list[object]) -> NoReturn:
+    for result in results:
+        if inspect.iscoroutine(result):
+            result.close()  # never awaited: close it rather than leak a "never awaited" warning
     raise UsageError(f"a handler of {event!r} returned an awaitable; async handlers need "
                      "`await reader.consume()`")
