@@ -14,6 +14,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -40,7 +41,7 @@ class ChaosProxy:
     connections: int = 0
     _rng: random.Random = field(init=False)
     _server: asyncio.Server | None = field(init=False, default=None)
-    _tasks: set[asyncio.Task[None]] = field(init=False, default_factory=set)
+    _tasks: set[asyncio.Task[Any]] = field(init=False, default_factory=set)
     port: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
@@ -64,8 +65,15 @@ class ChaosProxy:
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+        self._tasks.add(task)
         self.connections += 1
+        # A handler cancelled by __aexit__ ends normally: asyncio's server callback would log a
+        # cancelled handler as an error.
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._relay(reader, writer, task)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                     task: asyncio.Task[Any]) -> None:
         try:
             try:
                 up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
@@ -84,11 +92,11 @@ class ChaosProxy:
                 up_writer.transport.abort()
         finally:
             writer.transport.abort()
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError):
-            while data := await reader.read(65536):
+            while (data := await reader.read(65536)) and not writer.transport.is_closing():
                 writer.write(data)
                 await writer.drain()
 
@@ -100,6 +108,8 @@ class ChaosProxy:
             while data := await reader.read(65536):
                 view = memoryview(data)
                 while view:
+                    if writer.transport.is_closing():  # the client left
+                        return
                     size = min(len(view), rng.randint(1, cfg.max_piece))
                     if budget >= 0 and sent + size >= budget:
                         writer.write(view[: budget - sent])
