@@ -35,7 +35,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from functools import partial
-from typing import Any, Final, Generic, NoReturn, Self, TypeVar, final
+from typing import Any, Final, Generic, Self, TypeVar, final
 
 import anyio
 
@@ -188,11 +188,13 @@ class StreamReader(Generic[C]):
                 try:
                     payload = route.decode(item.data)
                 except PayloadError as exc:
-                    results = self._parse_failed(item, exc)
-                else:
-                    results = [handler(payload) for handler in route.handlers]
-                if any(result is not None and inspect.isawaitable(result) for result in results):
-                    _refuse_awaitables(item.event, results)
+                    for call in self._parse_failed_calls(item, exc):
+                        _refuse_awaitable(item.event, call())
+                    continue
+                for handler in route.handlers:
+                    result = handler(payload)
+                    if result is not None:
+                        _refuse_awaitable(item.event, result)
         finally:
             close = getattr(events, "close", None)
             if close is not None:
@@ -226,9 +228,6 @@ class StreamReader(Generic[C]):
                 with anyio.CancelScope(shield=True):
                     await aclose()
 
-    def _parse_failed(self, item: SSEMessage, exc: PayloadError) -> list[object]:
-        return [call() for call in self._parse_failed_calls(item, exc)]
-
     def _parse_failed_calls(self, item: SSEMessage, exc: PayloadError
                             ) -> list[Callable[[], object]]:
         event, raw = item.event, item.data
@@ -242,9 +241,11 @@ async def _await_each(calls: list[Callable[[], object]]) -> None:
             await result
 
 
-def _refuse_awaitables(event: str, results: list[object]) -> NoReturn:
-    for result in results:
-        if inspect.iscoroutine(result):
-            result.close()  # never awaited: close it rather than leak a "never awaited" warning
+def _refuse_awaitable(event: str, result: object) -> None:
+    """Sync dispatch: a handler's awaitable result is an error (the handlers after it never run)."""
+    if not inspect.isawaitable(result):
+        return
+    if inspect.iscoroutine(result):
+        result.close()  # never awaited: close it rather than leak a "never awaited" warning
     raise UsageError(f"a handler of {event!r} returned an awaitable; async handlers need "
                      "`await reader.consume()`")
