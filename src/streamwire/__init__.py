@@ -130,8 +130,11 @@ __all__ = [
 
 # Errors read as ``streamwire.StreamDropError`` in tracebacks (httpx does this for every export;
 # here only for exceptions, whose module is never used to resolve annotations).
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type) and issubclass(_obj, BaseException):
-        _obj.__module__ = "streamwire"
-del _name, _obj
+def _rename_errors() -> None:
+    for name in __all__:
+        obj = globals()[name]
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            obj.__module__ = "streamwire"
+
+
+_rename_errors()
