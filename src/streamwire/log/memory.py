@@ -63,6 +63,7 @@ READ_BATCH: Final = 256
 MAX_PENDING_MARKERS: Final = 1024
 
 _seq_of = itemgetter(0)
+_validate_json = msgspec.json.Decoder(msgspec.Raw).decode
 _INF: Final = float("inf")
 
 
@@ -71,17 +72,20 @@ class _Stream:
 
     __slots__ = (
         "deleted", "entries", "epoch", "expires_at", "head", "marker", "marker_base", "markers",
+        "max_chunks",
         "nbytes", "payload", "readers", "run_start", "start", "status", "stream_id",
-        "trim_floor", "trimmed", "version", "wake")
+        "trim_at", "trim_floor", "trimmed", "version", "wake")
 
-    def __init__(self, stream_id: str, epoch: str) -> None:
+    def __init__(self, stream_id: str, epoch: str, max_chunks: int) -> None:
         self.stream_id = stream_id
+        self.max_chunks = max_chunks
         self.epoch = epoch
         self.status: StreamStatus = "active"
         self.head = 0
         self.run_start = 0  # the head when this run started (reset)
         self.entries: list[tuple[int, int, bytes]] = []
         self.start = 0  # entries[:start] are trimmed, compacted lazily
+        self.trim_at = max_chunks  # len(entries) past which the oldest are trimmed
         self.nbytes = 0
         self.version = 0  # bumped whenever entries' indices or the stream's run change
         self.trimmed = False  # retention removed chunks of this run
@@ -207,7 +211,8 @@ class MemoryLog:
         st = self._streams.get(stream_id)
         if st is None:
             st = self._streams[stream_id] = _Stream(
-                stream_id, f"{self._epoch_prefix}-{next(self._epochs)}")
+                stream_id, f"{self._epoch_prefix}-{next(self._epochs)}",
+                self.max_chunks_per_stream)
         return self._info(st)
 
     async def info(self, stream_id: str) -> StreamInfo:
@@ -216,15 +221,24 @@ class MemoryLog:
 
     async def append(self, stream_id: str, step: int, chunk: bytes) -> int:
         """Append one chunk (its JSON text) produced at ``step``; return its sequence."""
-        st = self._active(stream_id)
+        # the hot path, kept flat: an active stream never has an expiry to check
+        st = self._streams.get(stream_id)
+        if st is None or st.status != "active":
+            st = self._active(stream_id)
         if type(step) is not int or step < 0:
             check_step(step)
-        chunk = coerce_chunk(chunk, self.max_chunk_size)
+        if type(chunk) is not bytes or len(chunk) > self.max_chunk_size:
+            chunk = coerce_chunk(chunk, self.max_chunk_size)
+        else:
+            try:
+                _validate_json(chunk)
+            except msgspec.DecodeError:
+                coerce_chunk(chunk, self.max_chunk_size)  # raises the PayloadError
         seq = st.head = st.head + 1
-        st.entries.append((seq, step, chunk))
+        entries = st.entries
+        entries.append((seq, step, chunk))
         st.nbytes += len(chunk)
-        if (st.nbytes > self.max_bytes_per_stream
-                or len(st.entries) - st.start > self.max_chunks_per_stream):
+        if len(entries) > st.trim_at or st.nbytes > self.max_bytes_per_stream:
             self._trim(st)
         if st.wake is not None:
             st.notify()
@@ -234,17 +248,30 @@ class MemoryLog:
         """Append ``(step, chunk_json)`` pairs atomically (all or none); return their sequences."""
         st = self._active(stream_id)
         limit = self.max_chunk_size
-        rows = [(check_step(step), coerce_chunk(chunk, limit)) for step, chunk in chunks]
-        first = st.head + 1
-        st.head += len(rows)
+        first = seq = st.head + 1
+        new: list[tuple[int, int, bytes]] = []
+        size = 0
+        for step, chunk in chunks:  # check everything before changing anything
+            if type(step) is not int or step < 0:
+                check_step(step)
+            if type(chunk) is not bytes or len(chunk) > limit:
+                chunk = coerce_chunk(chunk, limit)
+            else:
+                try:
+                    _validate_json(chunk)
+                except msgspec.DecodeError:
+                    coerce_chunk(chunk, limit)  # raises the PayloadError
+            new.append((seq, step, chunk))
+            seq += 1
+            size += len(chunk)
+        st.head = seq - 1
         entries = st.entries
-        entries.extend([(seq, step, chunk) for seq, (step, chunk) in enumerate(rows, first)])
-        st.nbytes += sum([len(chunk) for _, chunk in rows])
-        if (st.nbytes > self.max_bytes_per_stream
-                or len(entries) - st.start > self.max_chunks_per_stream):
+        entries.extend(new)
+        st.nbytes += size
+        if len(entries) > st.trim_at or st.nbytes > self.max_bytes_per_stream:
             self._trim(st)
         st.notify()
-        return list(range(first, st.head + 1))
+        return list(range(first, seq))
 
     def _trim(self, st: _Stream) -> None:
         """Retention: drop the oldest chunks until both limits hold; the floor moves up."""
@@ -258,9 +285,11 @@ class MemoryLog:
             st.trimmed = True
             st.trim_floor = entries[start - 1][0]
             st.start = start
+            st.trim_at = st.start + st.max_chunks
         if start > 1024 and start * 2 > end:
             del entries[:start]
             st.start = 0
+            st.trim_at = st.start + st.max_chunks
             st.version += 1
 
     async def end_stream(
@@ -324,6 +353,7 @@ class MemoryLog:
             removed_min = next(entry[0] for entry in live if entry[1] > step)
             st.entries = kept
             st.start = 0
+            st.trim_at = st.start + st.max_chunks
             st.nbytes = sum([len(entry[2]) for entry in kept])
         frame = rewound_frame(step, st.head, removed_min)
         st.marker = step
@@ -344,6 +374,7 @@ class MemoryLog:
         st = self._get(stream_id)
         st.entries = []
         st.start = 0
+        st.trim_at = st.start + st.max_chunks
         st.nbytes = 0
         st.run_start = st.head
         st.trimmed = False

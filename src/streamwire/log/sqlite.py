@@ -9,8 +9,11 @@ Theory of operation:
   call in its own ``SAVEPOINT``, so one call's error undoes only that call). A hop to a dedicated
   thread costs about half of ``anyio.to_thread.run_sync`` (measured in ``bench/bench_log.py``).
   Off asyncio (trio), calls go through ``anyio.to_thread.run_sync`` one at a time instead.
-* **Sequences** are allocated inside the write transaction (``UPDATE ... head = head + 1 ...
-  RETURNING``), so they stay gap-free also with several processes writing one file.
+* **Sequences** are allocated inside the write transaction, so they stay gap-free also with
+  several processes writing one file. An append is ONE ``INSERT`` (the head is MAX(sequence), and
+  ``streams.head`` is written only before chunks are deleted); the worker caches each active
+  stream's head, key and retained size, and drops the cache whenever ``PRAGMA data_version``
+  says another connection committed.
 * **Readers** pull pages of chunks above their position (no buffer per reader in the log). In
   this process they are woken by a per-stream ``anyio.Event`` that every committed change sets (no
   polling); changes made by another process are seen within ``poll_interval`` seconds.
@@ -90,8 +93,6 @@ CREATE TABLE IF NOT EXISTS streams (
     marker INTEGER,
     trimmed INTEGER NOT NULL,
     trim_floor INTEGER NOT NULL,
-    nchunks INTEGER NOT NULL,
-    nbytes INTEGER NOT NULL,
     epoch TEXT NOT NULL,
     payload BLOB,
     expires_at REAL,
@@ -110,8 +111,11 @@ CREATE TABLE IF NOT EXISTS markers (
 CREATE INDEX IF NOT EXISTS streams_expiry ON streams (expires_at) WHERE expires_at IS NOT NULL;
 """
 
-_COLUMNS: Final = ("key, id, status, head, run_start, marker, trimmed, trim_floor, nchunks, "
-                   "nbytes, epoch, payload, expires_at, owner_pid, owner_token")
+#: ``head`` is the counter: MAX(sequence), or the stored head when chunks were deleted.
+_COLUMNS: Final = (
+    "key, id, status, "
+    "MAX(head, COALESCE((SELECT MAX(seq) FROM chunks WHERE skey = streams.key), 0)), "
+    "run_start, marker, trimmed, trim_floor, epoch, payload, expires_at, owner_pid, owner_token")
 
 #: Tokens of the SQLiteLog instances open in this process (their streams' writer is alive).
 _LIVE_TOKENS: set[str] = set()
@@ -130,8 +134,6 @@ class _Row(msgspec.Struct, array_like=True, gc=False):
     marker: int | None
     trimmed: int
     trim_floor: int
-    nchunks: int
-    nbytes: int
     epoch: str
     payload: bytes | None
     expires_at: float | None
@@ -150,6 +152,20 @@ class _Local:
         self.version = 0  # changes that can make a computed page stale (cleanup, reset, delete)
         self.readers = 0
         self.wake: anyio.Event | None = None
+
+
+@final
+class _Hot:
+    """The worker's cache of an active stream it appends to (valid while no other connection
+    committed)."""
+
+    __slots__ = ("head", "key", "nbytes", "nchunks")
+
+    def __init__(self, key: int, head: int, nchunks: int, nbytes: int) -> None:
+        self.key = key
+        self.head = head
+        self.nchunks = nchunks
+        self.nbytes = nbytes
 
 
 @final
@@ -258,6 +274,8 @@ class SQLiteLog:
         self._limiter: anyio.CapacityLimiter | None = None
         self._locals: dict[str, _Local] = {}
         self._closed = False
+        self._hot: dict[str, _Hot] = {}  # worker-thread only
+        self._data_version = -1
 
     # -- the worker ---------------------------------------------------------------------------
 
@@ -298,6 +316,10 @@ class SQLiteLog:
         single = len(jobs) == 1
         try:
             conn.execute("BEGIN IMMEDIATE" if any(job.write for job in jobs) else "BEGIN")
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._data_version:  # another connection committed: forget the cache
+                self._hot.clear()
+                self._data_version = version
             for job in jobs:
                 if not single:
                     conn.execute("SAVEPOINT call")
@@ -309,8 +331,12 @@ class SQLiteLog:
                         conn.execute("ROLLBACK TO call")
                 if not single:
                     conn.execute("RELEASE call")
-            conn.execute("ROLLBACK" if single and jobs[0].error is not None else "COMMIT")
+            failed = any(job.error is not None for job in jobs)
+            if failed:
+                self._hot.clear()  # a rolled-back call may have touched it
+            conn.execute("ROLLBACK" if single and failed else "COMMIT")
         except sqlite3.Error as exc:
+            self._hot.clear()
             if conn.in_transaction:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
@@ -439,8 +465,8 @@ class SQLiteLog:
         self._sweep(conn)
         conn.execute(
             "INSERT INTO streams (id, status, head, run_start, marker, trimmed, trim_floor, "
-            "nchunks, nbytes, epoch, payload, expires_at, owner_pid, owner_token) "
-            "VALUES (?, 'active', 0, 0, NULL, 0, 0, 0, 0, ?, NULL, NULL, ?, ?) "
+            "epoch, payload, expires_at, owner_pid, owner_token) "
+            "VALUES (?, 'active', 0, 0, NULL, 0, 0, ?, NULL, NULL, ?, ?) "
             "ON CONFLICT (id) DO NOTHING",
             (stream_id, uuid.uuid4().hex[:16], self._pid, self._token))
         return self._info_sql(conn, stream_id)
@@ -448,17 +474,18 @@ class SQLiteLog:
     def _append_sql(self, conn: sqlite3.Connection, stream_id: str,
                     rows: Sequence[tuple[int, bytes]]) -> int:
         """Append rows; return the sequence of the first."""
-        size = sum([len(chunk) for _, chunk in rows])
-        found = conn.execute(
-            "UPDATE streams SET head = head + ?, nchunks = nchunks + ?, nbytes = nbytes + ?, "
-            "owner_pid = ?, owner_token = ? WHERE id = ? AND status = 'active' "
-            "RETURNING key, head, nchunks, nbytes",
-            (len(rows), len(rows), size, self._pid, self._token, stream_id)).fetchone()
-        if found is None:
-            self._active_row(conn, stream_id)  # raises the right error
-            raise AssertionError("unreachable")  # pragma: no cover
-        key, head, nchunks, nbytes = found
-        first: int = head - len(rows) + 1
+        hot = self._hot.get(stream_id)
+        if hot is None:
+            row = self._active_row(conn, stream_id)
+            nchunks, nbytes = conn.execute(
+                "SELECT COUNT(*), TOTAL(length(chunk)) FROM chunks WHERE skey = ?",
+                (row.key,)).fetchone()
+            if row.owner_token != self._token:  # this log is the stream's writer now
+                conn.execute("UPDATE streams SET owner_pid = ?, owner_token = ? WHERE key = ?",
+                             (self._pid, self._token, row.key))
+            hot = _Hot(row.key, row.head, nchunks, int(nbytes))
+        first = hot.head + 1
+        key = hot.key
         if len(rows) == 1:
             conn.execute("INSERT INTO chunks VALUES (?, ?, ?, ?)",
                          (key, first, rows[0][0], rows[0][1]))
@@ -466,27 +493,33 @@ class SQLiteLog:
             conn.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?)",
                              [(key, seq, step, chunk)
                               for seq, (step, chunk) in enumerate(rows, first)])
-        if nchunks > self.max_chunks_per_stream or nbytes > self.max_bytes_per_stream:
-            self._trim(conn, key, nchunks, nbytes)
+        hot.head += len(rows)
+        hot.nchunks += len(rows)
+        hot.nbytes += sum([len(chunk) for _, chunk in rows])
+        if hot.nchunks > self.max_chunks_per_stream or hot.nbytes > self.max_bytes_per_stream:
+            self._trim(conn, hot)
+        self._hot[stream_id] = hot  # only once the call succeeded
         return first
 
-    def _trim(self, conn: sqlite3.Connection, key: int, nchunks: int, nbytes: int) -> None:
+    def _trim(self, conn: sqlite3.Connection, hot: _Hot) -> None:
         """Retention: drop the oldest chunks until both limits hold; the floor moves up."""
         cut = None
         count = size = 0
         for seq, length in conn.execute(
-                "SELECT seq, length(chunk) FROM chunks WHERE skey = ? ORDER BY seq", (key,)):
-            if (nchunks - count <= self.max_chunks_per_stream
-                    and nbytes - size <= self.max_bytes_per_stream):
+                "SELECT seq, length(chunk) FROM chunks WHERE skey = ? ORDER BY seq", (hot.key,)):
+            if (hot.nchunks - count <= self.max_chunks_per_stream
+                    and hot.nbytes - size <= self.max_bytes_per_stream):
                 break
             cut = seq
             count += 1
             size += length
         if cut is None:
             return
-        conn.execute("DELETE FROM chunks WHERE skey = ? AND seq <= ?", (key, cut))
-        conn.execute("UPDATE streams SET nchunks = nchunks - ?, nbytes = nbytes - ?, "
-                     "trimmed = 1, trim_floor = ? WHERE key = ?", (count, size, cut, key))
+        conn.execute("UPDATE streams SET head = ?, trimmed = 1, trim_floor = ? WHERE key = ?",
+                     (hot.head, cut, hot.key))
+        conn.execute("DELETE FROM chunks WHERE skey = ? AND seq <= ?", (hot.key, cut))
+        hot.nchunks -= count
+        hot.nbytes -= size
 
     def _finish_sql(self, conn: sqlite3.Connection, status: StreamStatus,
                     payload: dict[str, Any], where: str, args: tuple[Any, ...]) -> None:
@@ -496,18 +529,19 @@ class SQLiteLog:
 
     def _end_sql(self, conn: sqlite3.Connection, stream_id: str, status: StreamStatus,
                  payload: dict[str, Any]) -> None:
+        self._hot.pop(stream_id, None)
         row = self._active_row(conn, stream_id)
         self._finish_sql(conn, status, payload, "key = ?", (row.key,))
 
     def _cleanup_sql(self, conn: sqlite3.Connection, stream_id: str, step: int) -> RewoundFrame:
+        self._hot.pop(stream_id, None)
         row = self._row(conn, stream_id)
-        removed_min, count, size = conn.execute(
-            "SELECT MIN(seq), COUNT(*), TOTAL(length(chunk)) FROM chunks "
-            "WHERE skey = ? AND step > ?", (row.key, step)).fetchone()
-        if count:
+        removed_min: int | None = conn.execute(
+            "SELECT MIN(seq) FROM chunks WHERE skey = ? AND step > ?", (row.key, step)).fetchone()[0]
+        conn.execute("UPDATE streams SET marker = ?, head = ? WHERE key = ?",
+                     (step, row.head, row.key))
+        if removed_min is not None:
             conn.execute("DELETE FROM chunks WHERE skey = ? AND step > ?", (row.key, step))
-        conn.execute("UPDATE streams SET marker = ?, nchunks = nchunks - ?, "
-                     "nbytes = nbytes - ? WHERE key = ?", (step, count, int(size), row.key))
         frame = rewound_frame(step, row.head, removed_min)
         idx: int = conn.execute("SELECT COALESCE(MAX(idx), 0) + 1 FROM markers WHERE skey = ?",
                                 (row.key,)).fetchone()[0]
@@ -518,14 +552,16 @@ class SQLiteLog:
         return frame
 
     def _reset_sql(self, conn: sqlite3.Connection, stream_id: str) -> None:
+        self._hot.pop(stream_id, None)
         row = self._row(conn, stream_id)
-        conn.execute("DELETE FROM chunks WHERE skey = ?", (row.key,))
         conn.execute(
-            "UPDATE streams SET status = 'active', run_start = head, marker = NULL, trimmed = 0, "
-            "trim_floor = 0, nchunks = 0, nbytes = 0, payload = NULL, expires_at = NULL, "
-            "owner_pid = ?, owner_token = ? WHERE key = ?", (self._pid, self._token, row.key))
+            "UPDATE streams SET status = 'active', head = ?, run_start = ?, marker = NULL, "
+            "trimmed = 0, trim_floor = 0, payload = NULL, expires_at = NULL, owner_pid = ?, "
+            "owner_token = ? WHERE key = ?", (row.head, row.head, self._pid, self._token, row.key))
+        conn.execute("DELETE FROM chunks WHERE skey = ?", (row.key,))
 
     def _reactivate_sql(self, conn: sqlite3.Connection, stream_id: str) -> None:
+        self._hot.pop(stream_id, None)
         row = self._row(conn, stream_id)
         if row.status == "active":
             raise StreamStateError(f"stream {stream_id!r} is already active")
@@ -535,6 +571,7 @@ class SQLiteLog:
             (self._pid, self._token, row.key))
 
     def _delete_sql(self, conn: sqlite3.Connection, stream_id: str) -> None:
+        self._hot.pop(stream_id, None)
         self._drop(conn, self._row(conn, stream_id).key)
 
     def _attach_sql(self, conn: sqlite3.Connection, stream_id: str,
