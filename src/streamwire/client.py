@@ -73,7 +73,9 @@ class StreamOptions(TypedDict, total=False):
     ``idle_timeout``: seconds without any byte before the connection counts as dropped (None:
     never; default ``DEFAULT_IDLE_TIMEOUT``). ``connect_timeout``: seconds to get the response
     headers. ``headers``: extra request headers (authorization, say). ``max_line_size``,
-    ``max_event_size``: the SSE decoder's limits.
+    ``max_event_size``: the SSE decoder's limits. ``on_reattach(error, delay)``: called before
+    each re-attach with the error that ended the connection and the seconds it will wait (to log
+    or show it; a plain function for both streams).
     """
 
     cursor: int
@@ -83,6 +85,7 @@ class StreamOptions(TypedDict, total=False):
     headers: dict[str, str] | None
     max_line_size: int
     max_event_size: int
+    on_reattach: Callable[[StreamwireError, float], object] | None
 
 
 class _Base(Generic[T]):
@@ -104,6 +107,7 @@ class _Base(Generic[T]):
         self._entered = False
         self._delay = 0.0
         self._response: httpx.Response | None = None
+        self._on_reattach = options.get("on_reattach")
 
     @property
     def cursor(self) -> int:
@@ -148,6 +152,8 @@ class _Base(Generic[T]):
             self._session.last_error = error
             return True
         self._delay = self._session.reattach_delay(error, time.monotonic())
+        if self._on_reattach is not None:
+            self._on_reattach(error, self._delay)
         return False
 
     def _snapshot(self, error: StreamTruncatedError, sequence: int | None) -> None:
