@@ -37,7 +37,11 @@ from typing import Any, Final, Protocol
 import anyio
 import anyio.lowlevel
 import msgspec
-import pytest
+
+try:
+    import pytest
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError('streamwire.testing needs pytest: pip install "streamwire[test]"') from exc
 
 from .errors import (
     LogError,

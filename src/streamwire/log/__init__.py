@@ -13,6 +13,15 @@ Semantics (wire v2, ``../shared/seeds/000_*``):
   frame (``EndFrame``, ``FailFrame`` or ``TruncatedFrame``) and stops;
 * ``TruncatedFrame(floor)`` answers a cursor below the floor while a cleanup marker is set
   (decision 1), and whenever retention trimming removed chunks above the cursor: never a silent gap.
+  A cursor from an earlier run (at or below the head when the stream was reset) is served the
+  current run;
+* readers pull from the log: a slow reader makes the log buffer nothing, an append never waits on
+  a reader, and a chunk that a cleanup removed before a reader took it is never delivered to it
+  (the reader gets the ``rewound`` marker in its place);
+* ``rewound`` goes only to readers attached when the cleanup ran, at the point where it happened;
+* every limit is a keyword of the backend (``max_chunks_per_stream``, ``max_bytes_per_stream``,
+  ``max_chunk_size``, ``finished_ttl`` with 0 = keep finished streams forever); defaults and the
+  shared checks are in ``streamwire.log._common``.
 """
 
 from __future__ import annotations
@@ -61,7 +70,11 @@ class StreamInfo(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True
 class StreamLog(Protocol):
     """A store of sequenced streams. All methods raise ``StreamNotFoundError`` for an unknown id,
     ``StreamStateError`` when the stream's status forbids the call, ``LogLimitError`` past a
-    configured limit and ``LogError`` when the backend fails."""
+    configured limit and ``LogError`` when the backend fails (or is closed). Malformed arguments
+    (a negative step or cursor, a chunk that is not bytes, an end status that is not one) raise
+    ``UsageError``; a chunk that is not one JSON value raises ``PayloadError``.
+
+    ``streamwire.testing.StreamLogContract`` checks every rule; run it on your own backend."""
 
     async def create_stream(self, stream_id: str) -> StreamInfo:
         """Create the stream if it does not exist (idempotent); return its info."""
@@ -72,7 +85,10 @@ class StreamLog(Protocol):
         ...
 
     async def append(self, stream_id: str, step: int, chunk: bytes) -> int:
-        """Append one chunk (its JSON text) produced at ``step``; return its sequence."""
+        """Append one chunk (its JSON text) produced at ``step``; return its sequence.
+
+        The stream must be active (``StreamStateError`` otherwise); ``step`` is an int >= 0.
+        """
         ...
 
     async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]]) -> list[int]:
@@ -112,7 +128,8 @@ class StreamLog(Protocol):
         ...
 
     async def reactivate_stream(self, stream_id: str) -> None:
-        """Make a finished stream active again (keeping its chunks) and clear the marker."""
+        """Make a finished stream active again (keeping its chunks) and clear the marker.
+        ``StreamStateError`` when it is already active."""
         ...
 
     async def delete_stream(self, stream_id: str) -> None:
@@ -120,7 +137,12 @@ class StreamLog(Protocol):
         ...
 
     def read(self, stream_id: str, cursor: int = 0) -> AsyncIterator[StreamFrame]:
-        """Frames for one reader from ``cursor``: replay, caught-up, live, exactly one terminal."""
+        """Frames for one reader from ``cursor``: replay, caught-up, live, exactly one terminal.
+
+        Errors surface on the first ``__anext__``: ``StreamNotFoundError``, ``UsageError`` for a
+        negative cursor, ``StreamStateError`` for a cursor above the head. Closing the iterator
+        early (``aclose()``, or cancelling the task) releases everything it held.
+        """
         ...
 
     async def aclose(self) -> None:
