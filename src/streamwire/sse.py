@@ -43,7 +43,10 @@ DEFAULT_MAX_EVENT_SIZE: Final = 32 * 1024 * 1024
 # Longer ``retry`` values (over 10**18 ms, thirty million years) are ignored rather than handed to
 # ``int()``, whose digit limit would raise on hostile input.
 _MAX_RETRY_DIGITS: Final = 18
-_BOM: Final = "\ufeff"
+_BOM: Final = b"\xef\xbb\xbf"
+# A buffered line at least this long is ended without copying it (see ``_end_long_data_line``); below
+# it, copies are cheaper than the bookkeeping.
+_LONG_LINE: Final = 64 * 1024
 
 
 @final
@@ -65,7 +68,7 @@ class SSEDecoder:
 
     Args:
         max_line_size: the most bytes one line may hold before its end arrives.
-        max_event_size: the most characters of data one event may accumulate.
+        max_event_size: the most characters of data (data lines joined by LF) one event may hold.
         on_comment: called with the text of each comment line (after the colon, one leading space
             removed), in stream order, before the events of the same ``feed`` are returned. Comments
             are how a quiet stream shows it is alive; with no callback they cost nothing.
@@ -73,22 +76,30 @@ class SSEDecoder:
     Raises:
         SSEDecodeError: from ``feed``/``flush`` when a limit is exceeded. Its ``limit`` attribute
             names the keyword to raise, and ``events`` holds the events decoded before the error.
+            The decoder is finished afterwards.
+        UsageError: ``feed`` after ``flush`` or after an ``SSEDecodeError``.
     """
 
     __slots__ = (
         "_buf",
+        "_counted",
         "_data",
-        "_data_checked",
         "_data_size",
         "_event",
+        "_exact",
         "_finished",
         "_id",
+        "_limit",
         "_max_event",
         "_max_line",
+        "_measured",
+        "_more",
         "_on_comment",
         "_retry",
         "_skip_lf",
         "_started",
+        "_type_line",
+        "_type_name",
         "last_event_id",
     )
 
@@ -103,18 +114,31 @@ class SSEDecoder:
             raise ValueError("max_line_size and max_event_size must be positive")
         self._max_line = max_line_size
         self._max_event = max_event_size
+        # What the no-line-end path compares the buffer with: max_line_size, or -1 once finished,
+        # so that one comparison also refuses a feed after flush().
+        self._limit = max_line_size
         self._on_comment = on_comment
-        self._buf = bytearray()
-        self._skip_lf = False
+        self._buf = bytearray()  # the line whose end has not arrived
+        self._skip_lf = False  # the last run ended in CR and no byte came after it yet
         self._started = False
         self._finished = False
-        # The event being built: data lines, type buffer, last-event-ID buffer, reconnection time.
-        self._data: list[str] = []
-        self._data_checked = 0
-        self._data_size = 0
-        self._event = ""
+        # The event being built (WHATWG's data, event type and last event ID buffers) and the
+        # reconnection time. The data buffer is its first line (None: empty) and the lines after it.
+        self._data: str | None = None
+        self._more: list[str] = []
+        self._event = "message"
         self._id = ""
         self._retry: int | None = None
+        # The last ``event:`` line and its type: streams repeat a few types, and a repeated line is
+        # recognised by one comparison instead of being split and decoded again.
+        self._type_line = b""
+        self._type_name = "message"
+        # Size of the open event's data: a cheap upper bound (``_data_size``), and an exact count of
+        # the first ``_counted`` lines of ``_measured``, taken only when the bound passes the limit.
+        self._data_size = 0
+        self._measured: list[str] | None = None
+        self._counted = 0
+        self._exact = 0
         #: The last event ID string as of the last blank line (what a reconnect sends).
         self.last_event_id = ""
 
@@ -125,42 +149,156 @@ class SSEDecoder:
 
     def feed(self, data: bytes | bytearray) -> list[SSEEvent]:
         """Decode more bytes; return the events they complete (possibly none)."""
-        if self._finished:
-            raise UsageError("SSEDecoder.feed() after flush(): use a new decoder per stream")
-        if not data:
-            return []
-        if self._skip_lf:
-            # The previous feed ended in CR, which ended its line; a LF now is that CRLF's tail.
-            self._skip_lf = False
-            if data[0] == 10:
-                data = data[1:]
-                if not data:
-                    return []
-        end = data.rfind(b"\n")
-        cr = data.rfind(b"\r")
-        if cr > end:
-            end = cr
-        buf = self._buf
-        if end < 0:
+        if 10 not in data and 13 not in data:
+            # No line end: the bytes only extend the current line (tiny network pieces, or a line
+            # of megabytes arriving in pieces). bytearray ``+=`` is amortised O(1) per byte.
+            buf = self._buf
             buf += data
-            if len(buf) > self._max_line:
+            if len(buf) > self._limit:
                 self._line_too_long(len(buf), [])
             return []
-        stop = end + 1
+        if self._finished:
+            self._refuse()
+        buf = self._buf
+        if self._skip_lf:
+            # The last run ended in CR, which ended its line: a LF now is that CRLF's second half.
+            self._skip_lf = False
+            if data[0] == 10 and not buf:
+                return self.feed(data[1:])
+        if len(buf) >= _LONG_LINE and buf.startswith(b"data:"):
+            return self._end_long_data_line(data)
+
+        # Split the buffered line and the new bytes into lines; the last piece (b"" when the bytes
+        # end with a line end) is the start of the next line and goes back into the buffer.
         if buf:
-            buf += data[:stop]
-            region = bytes(buf)
+            buf += data
+            run = bytes(buf)
             buf.clear()
         else:
-            region = bytes(data[:stop])
-        if stop < len(data):
-            buf += data[stop:]
-            if len(buf) > self._max_line:
-                events = self._lines(region)
-                self._line_too_long(len(buf), events)
+            run = data if type(data) is bytes else bytes(data)
+        if not self._started:
+            self._started = True
+            if run.startswith(_BOM):  # one leading BOM, at stream start only
+                run = run[3:]
+        if 13 in run:
+            if run[-1] == 13:
+                self._skip_lf = True
+            run = run.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = run.split(b"\n")
+        tail = lines.pop()
+        overflow = 0
+        if tail:
+            buf += tail
+            if len(tail) > self._max_line:
+                overflow = len(tail)  # raised below, with the events of the complete lines
+        if len(run) > self._max_line:
+            longest = max(map(len, lines))
+            if longest > self._max_line:
+                self._line_too_long(longest, [])
+
+        # The hot loop: state lives in locals; the usual "name: value" line is split by one C
+        # call; UTF-8 is decoded strictly first (the fast path), with replacement only if that fails.
+        bound = len(run) + self._data_size  # no event dispatched here can hold more data than this
+        nul = 0 in run
+        events: list[SSEEvent] = []
+        append = events.append
+        data_ = self._data
+        more = self._more
+        etype = self._event
+        last_id = self._id
+        retry = self._retry
+        type_line = self._type_line
+        type_name = self._type_name
+        dispatched: str | None = None
+        for line in lines:
+            if not line:
+                # WHATWG "dispatch the event": lastEventId takes the buffer's value even when
+                # nothing is dispatched; an empty data buffer dispatches nothing.
+                dispatched = last_id
+                if data_ is not None:
+                    if more:
+                        data_ = "\n".join([data_, *more])
+                        more = []
+                    append(SSEEvent(etype, data_, last_id, retry))
+                    data_ = None
+                etype = "message"
+                continue
+            if line == type_line:
+                etype = type_name
+                continue
+            name, _, raw = line.partition(b": ")
+            if name == b"data":
+                try:
+                    value = raw.decode()
+                except UnicodeDecodeError:
+                    value = raw.decode("utf-8", "replace")
+                if data_ is None:
+                    data_ = value
+                else:
+                    more.append(value)
+            elif name == b"id":
+                if not (nul and 0 in raw):  # an id containing NUL is ignored
+                    try:
+                        last_id = raw.decode()
+                    except UnicodeDecodeError:
+                        last_id = raw.decode("utf-8", "replace")
+            elif name == b"event":
+                type_name = raw.decode("utf-8", "replace") or "message"
+                type_line = line
+                etype = type_name
+            else:
+                # Every other shape, by the letter of the spec: the field name is everything up
+                # to the first colon, and one leading space is removed from the value.
+                name, colon, raw = line.partition(b":")
+                if raw[:1] == b" ":
+                    raw = raw[1:]
+                value = raw.decode("utf-8", "replace")
+                if name == b"data":
+                    if data_ is None:
+                        data_ = value
+                    else:
+                        more.append(value)
+                elif name == b"id":
+                    if 0 not in raw:
+                        last_id = value
+                elif name == b"event":
+                    etype = value or "message"
+                elif name == b"retry":
+                    # WHATWG: only if the value is all ASCII digits (bytes.isdigit is ASCII-only).
+                    if raw.isdigit() and len(raw) <= _MAX_RETRY_DIGITS:
+                        retry = int(raw)
+                elif not name and colon and self._on_comment is not None:
+                    self._on_comment(value)
+                # any other field is ignored
+
+        self._id = last_id
+        self._event = etype
+        self._retry = retry
+        self._more = more
+        self._type_line = type_line
+        self._type_name = type_name
+        if bound > self._max_event:
+            self._check_sizes(events)
+        if dispatched is None:
+            # No blank line: the open event (if any) went on through the whole run.
+            if data_ is not None:
+                self._data = data_
+                self._data_size = bound
+                if bound > self._max_event:
+                    self._data_size = self._measure(data_, more, events)
         else:
-            self._skip_lf = data[end] == 13
-        return self._lines(region)
+            self.last_event_id = dispatched
+            self._data = data_
+            if data_ is None:
+                self._data_size = 0
+            else:
+                # The open event began after the run's last blank line.
+                self._data_size = len(run)
+                if len(run) > self._max_event:
+                    self._data_size = self._measure(data_, more, events)
+        if overflow:
+            self._line_too_long(overflow, events)
+        return events
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: deliver the last event even without its closing blank line (wire v2).
@@ -170,85 +308,84 @@ class SSEDecoder:
         """
         if self._finished:
             return []
-        events: list[SSEEvent] = []
-        if self._buf:
-            tail = bytes(self._buf) + b"\n"
-            self._buf.clear()
-            events = self._lines(tail)
-        if self._data:
-            events.extend(self._lines(b"\n"))
-        self._finished = True
+        self._skip_lf = False
+        events = self.feed(b"\n") if self._buf else []
+        if self._data is not None:
+            events += self.feed(b"\n")
+        self._finish()
         return events
 
     # -- internals -------------------------------------------------------------------------------
 
-    def _lines(self, region: bytes) -> list[SSEEvent]:
-        """Interpret a run of complete lines (``region`` ends with a line terminator)."""
-        text = region.decode("utf-8", "replace")
-        if not self._started:
-            self._started = True
-            if text.startswith(_BOM):  # one leading BOM, at stream start only
-                text = text[1:]
-        if "\r" in text:
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-        if len(region) > self._max_line:
-            longest = max(map(len, region.splitlines()))
-            if longest > self._max_line:
-                self._line_too_long(longest, [])
-        lines = text.split("\n")
-        lines.pop()  # the region ends with a terminator, so the last piece is always ""
+    def _end_long_data_line(self, data: bytes | bytearray) -> list[SSEEvent]:
+        """A long buffered data line ends in ``data``: take its value without copying it.
 
-        events: list[SSEEvent] = []
-        data = self._data
-        etype = self._event
-        last_id = self._id
-        retry = self._retry
-        on_comment = self._on_comment
-        for line in lines:
-            if not line:
-                # Dispatch (WHATWG "dispatch the event"): lastEventId takes the buffer's value even
-                # when nothing is dispatched; an empty data buffer dispatches nothing.
-                self.last_event_id = last_id
-                if data:
-                    value = data[0] if len(data) == 1 else "\n".join(data)
-                    if len(value) > self._max_event:
-                        self._event_too_big(len(value), events)
-                    events.append(SSEEvent(etype or "message", value, last_id, retry))
-                    data = []
-                    self._data_checked = self._data_size = 0
-                etype = ""
-                continue
-            field, colon, value = line.partition(":")
-            if value.startswith(" "):
-                value = value[1:]
-            if field == "data":
-                data.append(value)
-            elif field == "id":
-                if "\x00" not in value:
-                    last_id = value
-            elif field == "event":
-                etype = value
-            elif field == "retry":
-                if value.isascii() and value.isdigit() and len(value) <= _MAX_RETRY_DIGITS:
-                    retry = int(value)
-            elif not field and colon and on_comment is not None:
-                on_comment(value)
-            # any other field is ignored
-        self._data = data
-        self._event = etype
-        self._id = last_id
-        self._retry = retry
-        if data:
-            # An event is still open: count what this run added, so the cost stays linear.
-            checked = self._data_checked
-            self._data_size += sum(map(len, islice(data, checked, None))) + len(data) - checked
-            self._data_checked = len(data)
+        Copies of a multi-megabyte line cost more than parsing it, so the buffer itself is cut
+        (``del`` at the front of a bytearray is O(1)) and decoded once.
+        """
+        lf = data.find(10)
+        cr = data.find(13)
+        first = cr if lf < 0 or 0 <= cr < lf else lf
+        buf = self._buf
+        buf += data[:first]
+        if len(buf) > self._max_line:
+            self._line_too_long(len(buf), [])
+        self._buf = bytearray()
+        self._started = True
+        skip = first + 1
+        if data[first] == 13:
+            if skip == len(data):
+                self._skip_lf = True
+            elif data[skip] == 10:
+                skip += 1
+        del buf[: 6 if len(buf) > 5 and buf[5] == 32 else 5]
+        value = buf.decode("utf-8", "replace")
+        if self._data is None:
+            self._data = value
+            self._data_size = len(value)
+        else:
+            self._more.append(value)
+            self._data_size += len(value) + 1
             if self._data_size > self._max_event:
-                self._event_too_big(self._data_size, events)
-        return events
+                self._data_size = self._measure(self._data, self._more, [])
+        if len(value) > self._max_event:
+            self._event_too_big(len(value), [])
+        return self.feed(data[skip:]) if skip < len(data) else []
+
+    def _check_sizes(self, events: list[SSEEvent]) -> None:
+        for i, event in enumerate(events):
+            if len(event.data) > self._max_event:
+                self._event_too_big(len(event.data), events[:i])
+
+    def _measure(self, data: str, more: list[str], events: list[SSEEvent]) -> int:
+        """Exact size of the open event's data, counting each line once; raise past the limit."""
+        if self._measured is not more:
+            self._measured = more
+            self._counted = self._exact = 0
+        counted = self._counted
+        self._exact += sum(map(len, islice(more, counted, None))) + len(more) - counted
+        self._counted = len(more)
+        size = len(data) + self._exact
+        if size > self._max_event:
+            self._event_too_big(size, events)
+        return size
+
+    def _finish(self) -> None:
+        self._finished = True
+        self._limit = -1
+        self._buf = bytearray()
+        self._data = None
+        self._more = []
+
+    def _refuse(self) -> NoReturn:
+        raise UsageError(
+            "SSEDecoder.feed() after flush() or a decode error: use a new decoder per stream"
+        )
 
     def _line_too_long(self, size: int, events: list[SSEEvent]) -> NoReturn:
-        self._finished = True
+        if self._finished:
+            self._refuse()
+        self._finish()
         raise SSEDecodeError(
             f"SSE line of {size} bytes exceeds max_line_size={self._max_line}; "
             "pass a larger max_line_size to the decoder (or the client) if this stream is trusted",
@@ -257,7 +394,7 @@ class SSEDecoder:
         )
 
     def _event_too_big(self, size: int, events: list[SSEEvent]) -> NoReturn:
-        self._finished = True
+        self._finish()
         raise SSEDecodeError(
             f"SSE event data of {size} characters exceeds max_event_size={self._max_event}; "
             "pass a larger max_event_size to the decoder (or the client) if this stream is trusted",
