@@ -166,6 +166,33 @@ async def test_two_open_logs_on_one_file_share_streams(tmp_path: Path) -> None:
             await frames.aclose()  # type: ignore[attr-defined]
 
 
+async def test_two_logs_appending_to_one_stream_stay_gap_free(tmp_path: Path) -> None:
+    """Each log caches the head it appends at; a commit by the other one invalidates it."""
+    path = tmp_path / "log.db"
+    async with SQLiteLog(path) as a, SQLiteLog(path) as b:
+        await a.create_stream("s")
+        got = [await (a if n % 3 else b).append("s", 0, chunk_of(n)) for n in range(1, 61)]
+        got += await b.append_many("s", [(0, b"1"), (0, b"2")])
+        got.append(await a.append("s", 0, b"3"))
+        assert got == list(range(1, 64))
+        await a.cleanup_to_step("s", 0)  # nothing removed, but b's cache must not matter
+        assert await b.append("s", 1, b"4") == 64
+        await b.end_stream("s")
+        frames = await read_all(a, "s")
+    assert [seq for seq, _ in _chunks(frames)] == list(range(1, 65))
+
+
+async def test_big_chunks_are_paged_by_bytes(tmp_path: Path) -> None:
+    async with SQLiteLog(tmp_path / "log.db") as log:
+        await log.create_stream("s")
+        big = b'"' + b"x" * (3 * 1024 * 1024) + b'"'
+        for _ in range(3):
+            await log.append("s", 0, big)
+        await log.end_stream("s")
+        frames = await read_all(log, "s")
+    assert [len(chunk) for _, chunk in _chunks(frames)] == [len(big)] * 3
+
+
 async def test_full_synchronous_mode_and_reopen(tmp_path: Path) -> None:
     path = tmp_path / "log.db"
     async with SQLiteLog(path, synchronous="FULL") as log:

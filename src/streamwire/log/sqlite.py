@@ -78,6 +78,8 @@ DEFAULT_POLL_INTERVAL: Final = 1.0
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 #: Chunks a reader takes per query: bounds what one reader holds, amortises the thread hop.
 READ_PAGE: Final = 512
+#: Bytes a reader takes per query at most (at least one chunk): multi-MB chunks come one by one.
+READ_PAGE_BYTES: Final = 4 * 1024 * 1024
 #: ``rewound`` marker rows kept per stream (readers further behind get a recoverable fail).
 MAX_MARKERS: Final = 1024
 #: Calls the worker commits in one transaction at most.
@@ -602,13 +604,19 @@ class SQLiteLog:
             "SELECT idx, at_step, at_sequence, min_sequence FROM markers "
             "WHERE skey = ? AND idx > ? ORDER BY idx LIMIT 1", (row.key, reader.mark)).fetchone()
         bound = row.head if marker is None else marker[2]
-        chunks = conn.execute(
-            "SELECT seq, chunk FROM chunks WHERE skey = ? AND seq > ? AND seq <= ? "
-            "ORDER BY seq LIMIT ?", (row.key, pos, bound, READ_PAGE)).fetchall()
-        if chunks:
-            reader.pos = chunks[-1][0]
-            raw = msgspec.Raw
-            return [ChunkFrame(seq, raw(chunk)) for seq, chunk in chunks], False
+        page: list[StreamFrame] = []
+        size = 0
+        raw = msgspec.Raw
+        for seq, chunk in conn.execute(
+                "SELECT seq, chunk FROM chunks WHERE skey = ? AND seq > ? AND seq <= ? "
+                "ORDER BY seq LIMIT ?", (row.key, pos, bound, READ_PAGE)):
+            page.append(ChunkFrame(seq, raw(chunk)))
+            reader.pos = seq
+            size += len(chunk)
+            if size >= READ_PAGE_BYTES:
+                break
+        if page:
+            return page, False
         if marker is not None:
             idx, at_step, at_sequence, min_sequence = marker
             if idx != reader.mark + 1:
