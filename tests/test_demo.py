@@ -1,12 +1,20 @@
-"""``streamwire demo`` runs end to end, resumes the reply and says so."""
+"""The commands of issue 8: ``streamwire demo`` (end to end, resumed, says so) and ``streamwire tail``."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from typing import Any
 
+import anyio
+import httpx
+import pytest
+
+from chaos_proxy import ChaosConfig, ChaosProxy, ServerThread
 from streamwire.demo import REPLY
 
 
@@ -36,3 +44,104 @@ def test_demo_reports_bad_arguments() -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "--delay" in done.stderr
+
+
+# -- streamwire tail ---------------------------------------------------------------------------------
+
+
+def _tail(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streamwire.cli", "tail", *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def _json_lines(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines()]
+
+
+@pytest.fixture
+def live() -> Iterator[tuple[str, Any]]:
+    from streamwire.log.memory import MemoryLog
+    from streamwire.server import create_app
+
+    with ServerThread(create_app(MemoryLog())) as server:
+        yield server.url, server
+
+
+def _write(url: str, sid: str, n: int, end: dict[str, Any] | None) -> None:
+    assert httpx.put(f"{url}/streams/{sid}").status_code < 300
+    for start in range(0, n, 100):
+        chunks = [{"step": 1, "chunk": {"n": i}} for i in range(start, min(n, start + 100))]
+        assert httpx.post(f"{url}/streams/{sid}/chunks", json=chunks).status_code == 200
+    if end is not None:
+        kind = "end" if "status" in end else "fail"
+        assert httpx.post(f"{url}/streams/{sid}/{kind}", json=end).status_code < 300
+
+
+def test_tail_prints_a_wire_v2_stream_as_json_lines(live: tuple[str, Any]) -> None:
+    url, _ = live
+    _write(url, "t1", 5, {"status": "completed"})
+    done = _tail(f"{url}/streams/t1/sse", "--json", "--cursor", "2")
+    assert done.returncode == 0, done.stderr
+    lines = _json_lines(done.stdout)
+    assert lines == [
+        {"kind": "chunk", "sequence": 3, "chunk": {"n": 2}},
+        {"kind": "chunk", "sequence": 4, "chunk": {"n": 3}},
+        {"kind": "chunk", "sequence": 5, "chunk": {"n": 4}},
+        {"kind": "caught-up", "head": 5},
+        {"kind": "end", "status": "completed"},
+    ]
+
+
+def test_tail_human_output_and_a_final_fail(live: tuple[str, Any]) -> None:
+    url, _ = live
+    _write(url, "t2", 2, {"error": "tool crashed", "recoverable": False,
+                          "errorDetail": {"code": "TOOL"}})
+    done = _tail(f"{url}/streams/t2/sse")
+    assert done.returncode == 1
+    assert done.stdout.splitlines() == [
+        'chunk #1 {"n":0}', 'chunk #2 {"n":1}', "caught-up head=2",
+        'fail error="tool crashed" recoverable=false errorDetail={"code": "TOOL"}',
+    ]
+
+
+@pytest.mark.anyio
+async def test_tail_reattaches_after_a_cut_and_prints_each_chunk_once(
+        live: tuple[str, Any]) -> None:
+    url, server = live
+    _write(url, "t3", 300, {"status": "completed"})
+    config = ChaosConfig(min_budget=3000, max_budget=3000, max_cuts=1)
+    async with ChaosProxy(server.port, seed=7, config=config) as proxy:
+        done = await anyio.run_process(
+            [sys.executable, "-m", "streamwire.cli", "tail", "--json",
+             f"http://127.0.0.1:{proxy.port}/streams/t3/sse"], check=False)
+    stdout, stderr = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 0, stderr
+    assert proxy.cuts == 1
+    assert "re-attaching from Last-Event-ID" in stderr
+    assert "re-attached" in stderr
+    sequences = [e["sequence"] for e in _json_lines(stdout) if e["kind"] == "chunk"]
+    assert sequences == list(range(1, 301))
+
+
+def test_tail_plain_sse_without_reconnect() -> None:
+    from test_client import Reply, Scripted
+
+    body = b"retry: 100\nevent: greeting\nid: a1\ndata: hello\n\ndata: {\"x\": 1}\n\n"
+    with Scripted([Reply(body)]) as srv:
+        done = _tail(srv.url, "--json", "--no-reconnect")
+    assert done.returncode == 1
+    assert _json_lines(done.stdout) == [
+        {"kind": "event", "event": "greeting", "id": "a1", "data": "hello"},
+        {"kind": "event", "event": "message", "id": "a1", "data": {"x": 1}},
+    ]
+    assert "not re-attaching (--no-reconnect)" in done.stderr
+
+
+def test_tail_gives_up_after_max_attempts() -> None:
+    from test_client import Reply, Scripted
+
+    with Scripted([Reply(b"nope", status=503, content_type="text/plain")]) as srv:
+        done = _tail(srv.url, "--max-attempts", "1")
+    assert done.returncode == 1
+    assert "HTTP 503" in done.stderr
+    assert "gave up re-attaching" in done.stderr

@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_MAX_ELAPSED",
+    "Backoff",
     "RetryPolicy",
 ]
 
@@ -110,14 +111,12 @@ class ClientSession(Generic[T]):
     """One logical read of a stream across any number of connections (sans-I/O)."""
 
     __slots__ = (
-        "_attempt",
         "_deferred",
         "_in_replay",
         "_max_event",
         "_max_line",
-        "_outage_since",
-        "_rng",
         "_state",
+        "backoff",
         "decoder",
         "end_frame",
         "finished",
@@ -129,20 +128,18 @@ class ClientSession(Generic[T]):
     )
 
     def __init__(self, cursor: int, policy: RetryPolicy, *, max_line_size: int = DEFAULT_MAX_LINE_SIZE,
-                 max_event_size: int = DEFAULT_MAX_EVENT_SIZE, rng: random.Random | None = None,
-                 now: float) -> None:
+                 max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+                 rng: random.Random | None = None) -> None:
         if cursor < 0:
             raise ValueError(f"cursor must be >= 0, got {cursor}")
         self.policy = policy
         self._state = ResumeState(cursor)
         self._max_line = max_line_size
         self._max_event = max_event_size
-        self._rng = rng if rng is not None else random.Random()
         self.decoder = SSEDecoder(max_line_size=max_line_size, max_event_size=max_event_size)
         self.pending: deque[ChunkFrame | RewoundFrame] = deque()
         self._deferred: StreamwireError | None = None
-        self._attempt = 0
-        self._outage_since: float = now
+        self.backoff = Backoff(policy, rng)
         self._in_replay = False
         self.end_frame: EndFrame | None = None
         #: The sequence of the last chunk handed to the caller (the adapter sets it).
@@ -263,8 +260,7 @@ class ClientSession(Generic[T]):
         self._deferred = exc
 
     def _progress(self) -> None:
-        self._attempt = 0
-        self._outage_since = -1.0
+        self.backoff.progress()
 
     # -- between connections ---------------------------------------------------------------------
 
@@ -284,12 +280,38 @@ class ClientSession(Generic[T]):
         """Seconds to wait before re-attaching after ``exc``, or raise: ``exc`` itself when it is
         not retryable, ``RetriesExhaustedError`` (chained to ``exc``) when a cap is reached."""
         self.last_error = exc
+        delay = self.backoff.next_delay(exc, now, self.decoder.retry, self.cursor)
+        self.stats.reattaches += 1
+        return delay
+
+
+class Backoff:
+    """The re-attach schedule of one reader: counts attempts and outage time since the last
+    progress, enforces the caps of a ``RetryPolicy`` and draws the jittered delays."""
+
+    __slots__ = ("_attempt", "_outage_since", "_rng", "policy")
+
+    def __init__(self, policy: RetryPolicy, rng: random.Random | None = None) -> None:
+        self.policy = policy
+        self._rng = rng if rng is not None else random.Random()
+        self._attempt = 0
+        self._outage_since = -1.0
+
+    def progress(self) -> None:
+        """The reader moved on (a chunk, a caught-up, a terminal): the caps start over."""
+        self._attempt = 0
+        self._outage_since = -1.0
+
+    def next_delay(self, exc: StreamwireError, now: float, server_retry: int | None,
+                   cursor: int) -> float:
+        """Seconds to wait before the next attempt after ``exc``; raises ``exc`` when it is not
+        retryable (or is a truncation) and ``RetriesExhaustedError`` when a cap is reached.
+        ``server_retry`` is the stream's ``retry:`` in milliseconds, if it sent one."""
         if isinstance(exc, StreamTruncatedError) or not exc.retryable:
             raise exc
         if self._outage_since < 0:
             self._outage_since = now
         self._attempt += 1
-        self.stats.reattaches += 1
         policy = self.policy
         elapsed = now - self._outage_since
         over_attempts = policy.max_attempts is not None and self._attempt > policy.max_attempts
@@ -298,17 +320,15 @@ class ClientSession(Generic[T]):
             cap = (f"max_attempts={policy.max_attempts}" if over_attempts
                    else f"max_elapsed={policy.max_elapsed}s")
             raise RetriesExhaustedError(
-                f"gave up re-attaching at cursor {self.cursor} after {self._attempt - 1} attempts "
+                f"gave up re-attaching at cursor {cursor} after {self._attempt - 1} attempts "
                 f"in {elapsed:.1f}s ({cap}; raise it in RetryPolicy); last error: "
                 f"{type(exc).__name__}: {exc}",
                 attempts=self._attempt - 1, elapsed=elapsed, last_error=exc,
             ) from exc
         base = policy.backoff_initial
-        server = self.decoder.retry
-        if policy.honour_server_retry and server is not None:
-            base = server / 1000
+        if policy.honour_server_retry and server_retry is not None:
+            base = server_retry / 1000
         delay = min(base * 2.0 ** (self._attempt - 1), max(policy.backoff_max, base))
         if isinstance(exc, ResponseStatusError) and exc.retry_after is not None:
             delay = max(delay, exc.retry_after)
         return delay * (1 + policy.jitter * self._rng.random())
-

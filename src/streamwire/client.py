@@ -101,8 +101,7 @@ class _Base(Generic[T]):
         self._session: ClientSession[T] = ClientSession(
             options.get("cursor", 0), options.get("retry") or RetryPolicy(),
             max_line_size=options.get("max_line_size", DEFAULT_MAX_LINE_SIZE),
-            max_event_size=options.get("max_event_size", DEFAULT_MAX_EVENT_SIZE),
-            now=time.monotonic())
+            max_event_size=options.get("max_event_size", DEFAULT_MAX_EVENT_SIZE))
         self._closed = False
         self._entered = False
         self._delay = 0.0
