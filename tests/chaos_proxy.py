@@ -46,6 +46,8 @@ class ChaosProxy:
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
+        #: Set at the first cut.
+        self.first_cut = asyncio.Event()
 
     async def __aenter__(self) -> ChaosProxy:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
@@ -115,6 +117,7 @@ class ChaosProxy:
                         writer.write(view[: budget - sent])
                         await writer.drain()
                         self.cuts += 1
+                        self.first_cut.set()
                         return
                     writer.write(view[:size])
                     await writer.drain()
