@@ -670,3 +670,15 @@ class StreamLogContract:
         with pytest.raises(UsageError):
             await log.end_stream("s", "failed")  # type: ignore[arg-type]
         assert (await log.info("s")).status == "active"
+
+    async def test_payloads_must_be_json_and_are_kept_as_json(self, log: StreamLog) -> None:
+        await log.create_stream("s")
+        with pytest.raises(UsageError):
+            await log.end_stream("s", output=object())
+        with pytest.raises(UsageError):
+            await log.fail_stream("s", "x", error_detail={"when": object()})
+        assert (await log.info("s")).status == "active"
+        output: dict[str, Any] = {"items": (1, 2)}
+        await log.end_stream("s", output=output)
+        output["items"] = "changed"  # the log kept its own copy, as JSON gives it back
+        assert (await log.info("s")).output == {"items": [1, 2]}

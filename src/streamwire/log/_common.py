@@ -27,6 +27,8 @@ __all__ = [
     "closed_frame",
     "coerce_chunk",
     "deleted_frame",
+    "end_payload",
+    "fail_payload",
     "is_truncated",
     "rewound_frame",
     "terminal_frame",
@@ -117,6 +119,33 @@ def coerce_chunk(chunk: object, max_chunk_size: int) -> bytes:
         raise PayloadError(f"a chunk must be one JSON value: {exc}", event="chunk",
                            raw=chunk) from None
     return chunk
+
+
+def end_payload(output: Any, state: Any, usage: dict[str, Any] | None) -> dict[str, Any]:
+    """The persisted ``end`` payload (absent fields left out), as JSON would give it back: every
+    backend stores JSON, so a value that does not encode is refused now, not at a reader."""
+    return json_copy({k: v for k, v in (("output", output), ("state", state), ("usage", usage))
+                      if v is not None}, "the end payload")
+
+
+def fail_payload(error: object, error_detail: dict[str, Any] | None,
+                 recoverable: bool) -> dict[str, Any]:
+    """The persisted ``fail`` payload, checked like ``end_payload``."""
+    if type(error) is not str:
+        raise UsageError(f"error must be a str, not {error!r}")
+    payload: dict[str, Any] = {"error": error, "recoverable": bool(recoverable)}
+    if error_detail is not None:
+        payload["error_detail"] = error_detail
+    return json_copy(payload, "the fail payload")
+
+
+def json_copy(value: dict[str, Any], what: str) -> dict[str, Any]:
+    """``value`` through JSON and back (a copy the caller cannot mutate afterwards)."""
+    try:
+        copied: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(value))
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise UsageError(f"{what} must be JSON-serialisable: {exc}") from None
+    return copied
 
 
 def is_truncated(cursor: int, *, run_start: int, floor: int, marker: int | None,

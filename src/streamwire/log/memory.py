@@ -48,6 +48,8 @@ from ._common import (
     closed_frame,
     coerce_chunk,
     deleted_frame,
+    end_payload,
+    fail_payload,
     is_truncated,
     rewound_frame,
     terminal_frame,
@@ -305,8 +307,7 @@ class MemoryLog:
         if status not in ("completed", "paused", "interrupted"):
             raise UsageError(f"end status must be completed, paused or interrupted, not {status!r}")
         st = self._active(stream_id)
-        payload = {"output": output, "state": state, "usage": usage}
-        self._finish(st, status, {k: v for k, v in payload.items() if v is not None})
+        self._finish(st, status, end_payload(output, state, usage))
 
     async def fail_stream(
         self,
@@ -317,13 +318,8 @@ class MemoryLog:
         recoverable: bool = False,
     ) -> None:
         """Persist a failure; attached readers get ``FailFrame`` and stop."""
-        if type(error) is not str:
-            raise UsageError(f"error must be a str, not {error!r}")
-        st = self._active(stream_id)
-        payload: dict[str, Any] = {"error": error, "recoverable": bool(recoverable)}
-        if error_detail is not None:
-            payload["error_detail"] = error_detail
-        self._finish(st, "failed", payload)
+        payload = fail_payload(error, error_detail, recoverable)
+        self._finish(self._active(stream_id), "failed", payload)
 
     def _finish(self, st: _Stream, status: StreamStatus, payload: dict[str, Any]) -> None:
         st.status = status

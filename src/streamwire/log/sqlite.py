@@ -63,6 +63,8 @@ from ._common import (
     closed_frame,
     coerce_chunk,
     deleted_frame,
+    end_payload,
+    fail_payload,
     is_truncated,
     rewound_frame,
     terminal_frame,
@@ -696,13 +698,7 @@ class SQLiteLog:
         """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
         if status not in ("completed", "paused", "interrupted"):
             raise UsageError(f"end status must be completed, paused or interrupted, not {status!r}")
-        payload = {k: v for k, v in (("output", output), ("state", state), ("usage", usage))
-                   if v is not None}
-        try:
-            _json_encode(payload)
-        except (TypeError, msgspec.EncodeError) as exc:
-            raise UsageError(f"the end payload must be JSON-serialisable: {exc}") from exc
-        await self._call(self._end_sql, stream_id, status, payload)
+        await self._call(self._end_sql, stream_id, status, end_payload(output, state, usage))
         self._notify(stream_id)
 
     async def fail_stream(
@@ -714,15 +710,7 @@ class SQLiteLog:
         recoverable: bool = False,
     ) -> None:
         """Persist a failure; attached readers get ``FailFrame`` and stop."""
-        if type(error) is not str:
-            raise UsageError(f"error must be a str, not {error!r}")
-        payload: dict[str, Any] = {"error": error, "recoverable": bool(recoverable)}
-        if error_detail is not None:
-            payload["error_detail"] = error_detail
-        try:
-            _json_encode(payload)
-        except (TypeError, msgspec.EncodeError) as exc:
-            raise UsageError(f"error_detail must be JSON-serialisable: {exc}") from exc
+        payload = fail_payload(error, error_detail, recoverable)
         await self._call(self._end_sql, stream_id, "failed", payload)
         self._notify(stream_id)
 
