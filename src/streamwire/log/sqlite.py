@@ -271,7 +271,6 @@ class SQLiteLog:
         self._token = uuid.uuid4().hex
         self._pid = os.getpid()
         self._conn: sqlite3.Connection | None = None
-        self._open_error: BaseException | None = None
         self._conn_lock = threading.Lock()
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -289,11 +288,12 @@ class SQLiteLog:
         conn = self._conn
         if conn is not None:
             return conn
-        if self._open_error is not None:
-            raise self._open_error
         try:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
                                    check_same_thread=False, cached_statements=64)
+        except sqlite3.Error as exc:
+            raise LogError(f"cannot open the SQLite stream log {self.path}: {exc}") from exc
+        try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.executescript(_SCHEMA)  # idempotent; executescript commits on its own
@@ -302,9 +302,9 @@ class SQLiteLog:
             self._sweep(conn)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._open_error = LogError(f"cannot open the SQLite stream log {self.path}: {exc}")
-            self._open_error.__cause__ = exc
-            raise self._open_error from exc
+            conn.close()  # the next call tries again (a lock held too long is transient)
+            raise LogError(f"cannot open the SQLite stream log {self.path}: {exc}",
+                           retryable=True) from exc
         _LIVE_TOKENS.add(self._token)
         self._conn = conn
         return conn
