@@ -313,6 +313,47 @@ async def test_rewound_goes_to_the_callback_in_stream_order() -> None:
                     ("chunk", 5)]
 
 
+def rewound(at_step: int, at_sequence: int, min_sequence: int | None = None) -> bytes:
+    data: dict[str, int] = {"atStep": at_step, "atSequence": at_sequence}
+    if min_sequence is not None:
+        data["minSequence"] = min_sequence
+    return encode_frame(json.dumps(data), event="rewound")
+
+
+@pytest.mark.anyio
+async def test_rewound_prunes_chunks_not_yet_handed_out() -> None:
+    # 4 and 5 arrive in the same read as the rewound that removes them: the caller never sees them.
+    body = chunks(1, 5) + rewound(1, 5, min_sequence=3) + chunks(6, 7) + end()
+    seen: list[Any] = []
+    with Scripted([Reply(body)]) as srv:
+        async with opened(srv.url, on_rewound=seen.append) as stream:
+            async for c in stream:
+                seen.append(c.sequence)  # noqa: PERF401 (interleaved with the callback)
+    assert seen == [1, 2, 3, RewoundFrame(at_step=1, at_sequence=5, min_sequence=3), 6, 7]
+    assert stream.stats.pruned == 2
+    assert stream.stats.delivered == 5
+
+
+@pytest.mark.anyio
+async def test_reader_behind_a_rewound_with_nothing_left_raises_truncated() -> None:
+    # The cleanup ran at head 10 while this reader had 2: the next chunk jumps past the survivors.
+    body = chunks(1, 2) + rewound(0, 10) + chunk(11) + end()
+    got: list[ChunkFrame] = []
+    with Scripted([Reply(body)]) as srv, pytest.raises(StreamTruncatedError) as info:
+        await read_all(srv.url, got=got)
+    assert sequences(got) == [1, 2]
+    assert info.value.floor == 10
+
+
+@pytest.mark.anyio
+async def test_a_terminal_pre_empts_the_rewound_debt() -> None:
+    body = chunks(1, 2) + rewound(0, 10) + end()
+    with Scripted([Reply(body)]) as srv:
+        got, stream = await read_all(srv.url)
+    assert sequences(got) == [1, 2]
+    assert stream.end_frame is not None
+
+
 # -- HTTP answers, caps, backoff -------------------------------------------------------------------
 
 
@@ -573,10 +614,90 @@ async def test_real_server_cursor_and_truncated_after_cleanup(live: tuple[Any, s
     _, url = live
     _post(url, "/streams/r2", {}, method="PUT")
     _write(url, "r2", ["a", "b", "c"])
-    _post(url, "/streams/r2/end", {"status": "completed"})
-    got, stream = await read_all(f"{url}/streams/r2/sse", cursor=1)
-    assert sequences(got) == [2, 3]
+    # A cleanup to step 0 removes every chunk: a reader at cursor 1 is below the floor (3).
+    _post(url, "/streams/r2/cleanup", {"step": 0})
+    floors: list[int] = []
+
+    async def snapshot(floor: int) -> int:
+        floors.append(floor)
+        await anyio.to_thread.run_sync(_write, url, "r2", ["d"])
+        await anyio.to_thread.run_sync(_post, url, "/streams/r2/end", {"status": "completed"})
+        return floor  # the snapshot covers everything up to the floor
+
+    got, stream = await read_all(f"{url}/streams/r2/sse", cursor=1, decode=_text,
+                                 on_truncated=snapshot)
+    assert floors == [3]
+    assert got == ["d"]
+    assert stream.cursor == 4
     assert stream.end_frame is not None
+
+
+@pytest.mark.anyio
+async def test_real_server_chat_contract_typed_chunks(live: tuple[Any, str]) -> None:
+    from streamwire.chat import Chat
+    from streamwire.contract import is_event
+    from streamwire.frames import ChunkCodec
+
+    _, url = live
+    _post(url, "/streams/r4", {}, method="PUT")
+    _post(url, "/streams/r4/chunks", [
+        {"step": 1, "chunk": {"event": "chunk", "data": {"chunk": "Hel"}}},
+        {"step": 1, "chunk": {"event": "title", "data": {"title": "Greeting"}}},
+        {"step": 1, "chunk": {"event": "not-in-contract", "data": 1}},
+        {"step": 1, "chunk": {"event": "chunk", "data": {"chunk": "lo"}}},
+    ])
+    _post(url, "/streams/r4/end", {"status": "completed"})
+    texts: list[str] = []
+    titles: list[str] = []
+    unknown = 0
+    async with opened(f"{url}/streams/r4/sse", decode=ChunkCodec(Chat).decode) as stream:
+        async for msg in stream:
+            if msg is None:
+                unknown += 1
+            elif is_event(msg, Chat.chunk):
+                texts.append(msg.data["chunk"])
+            elif is_event(msg, Chat.title):
+                titles.append(msg.data["title"])
+    assert texts == ["Hel", "lo"]
+    assert titles == ["Greeting"]
+    assert unknown == 1
+
+
+@pytest.mark.anyio
+async def test_real_server_cleanup_while_attached_reaches_on_rewound(
+        live: tuple[Any, str]) -> None:
+    _, url = live
+    _post(url, "/streams/r5", {}, method="PUT")
+    _write(url, "r5", ["a", "b"], step=1)
+    _write(url, "r5", ["c"], step=2)
+    events: list[Any] = []
+    caught_up = anyio.Event()
+    rewound_seen = anyio.Event()
+
+    def on_rewound(frame: RewoundFrame) -> None:
+        events.append(frame)
+        rewound_seen.set()
+
+    async def writer() -> None:
+        await caught_up.wait()
+        await anyio.to_thread.run_sync(_post, url, "/streams/r5/cleanup", {"step": 1})
+        await rewound_seen.wait()
+        await anyio.to_thread.run_sync(_write, url, "r5", ["d"], 2)
+        await anyio.to_thread.run_sync(_post, url, "/streams/r5/end", {"status": "completed"})
+
+    with anyio.fail_after(20):
+        async with (anyio.create_task_group() as tg,
+                    opened(f"{url}/streams/r5/sse", decode=_text, on_rewound=on_rewound,
+                           retry=FAST) as stream):
+            tg.start_soon(writer)
+            async for text in stream:
+                events.append(text)
+                if text == "c":
+                    caught_up.set()
+    assert events[:3] == ["a", "b", "c"]
+    assert isinstance(events[3], RewoundFrame)
+    assert events[3].at_step == 1
+    assert events[4:] == ["d"]
 
 
 def test_real_server_sync_reader(live: tuple[Any, str]) -> None:

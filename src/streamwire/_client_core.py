@@ -103,8 +103,10 @@ class ClientStats:
     replayed: int = 0
     #: Chunk frames dropped because their sequence was already delivered.
     duplicates: int = 0
-    #: Chunks delivered to the caller.
+    #: Chunks handed to the caller.
     delivered: int = 0
+    #: Received chunks dropped before reaching the caller because a cleanup removed them.
+    pruned: int = 0
 
 
 class ClientSession(Generic[T]):
@@ -142,7 +144,7 @@ class ClientSession(Generic[T]):
         self.backoff = Backoff(policy, rng)
         self._in_replay = False
         self.end_frame: EndFrame | None = None
-        #: The sequence of the last chunk handed to the caller (the adapter sets it).
+        #: The sequence of the last chunk handed to the caller (``hand_out``).
         self.handed = cursor
         self.finished = False
         self.last_error: BaseException | None = None
@@ -241,9 +243,10 @@ class ClientSession(Generic[T]):
                 self._progress()
             for item in out:
                 if isinstance(item, ChunkFrame):
-                    self.stats.delivered += 1
                     if self._in_replay:
                         self.stats.replayed += 1
+                elif item.min_sequence is not None:
+                    self._prune(item.min_sequence)
                 self.pending.append(item)
             if isinstance(frame, ChunkFrame) and state.cursor == before:
                 self.stats.duplicates += 1
@@ -255,6 +258,19 @@ class ClientSession(Generic[T]):
                 self.finished = True
                 self._progress()
                 return
+
+    def _prune(self, min_sequence: int) -> None:
+        """A cleanup removed the chunks above ``min_sequence``: those still waiting for the
+        caller are dropped (seed, "rewound while attached": a reader prunes its buffer)."""
+        kept = [item for item in self.pending
+                if not (isinstance(item, ChunkFrame) and item.sequence > min_sequence)]
+        self.stats.pruned += len(self.pending) - len(kept)
+        self.pending = deque(kept)
+
+    def hand_out(self, chunk: ChunkFrame) -> None:
+        """``chunk`` goes to the caller now."""
+        self.handed = chunk.sequence
+        self.stats.delivered += 1
 
     def _defer(self, exc: StreamwireError) -> None:
         self._deferred = exc

@@ -18,8 +18,15 @@ stream ends on ``end`` (``end_frame`` holds it), raises ``StreamFailedError`` on
 ``StreamTruncatedError`` (with ``.floor``) on ``truncated`` unless ``on_truncated(floor)`` returns
 the sequence a refetched snapshot covers, and ``RetriesExhaustedError`` when a cap is reached.
 
-``rewound`` markers go to ``on_rewound(frame)``: the chunks of steps after ``frame.at_step`` that the
-caller already has were removed from the stream (a cleanup); later chunks carry new sequences.
+Typed chunks: ``decode=`` turns each ``ChunkFrame`` into what is yielded, e.g.
+``decode=ChunkCodec(Chat).decode`` yields the contract's ``Message`` (None for an event the
+contract does not declare); narrow it with ``is_event(msg, Chat.chunk)``.
+
+``rewound`` markers go to ``on_rewound(frame)`` in stream order: a cleanup removed the chunks of
+steps after ``frame.at_step``. Chunks above ``frame.min_sequence`` not yet handed out are dropped
+(the seed's "a reader prunes its buffer"); those the caller already has are its to undo. A reader
+still behind ``frame.at_sequence`` once the survivors are drained gets ``StreamTruncatedError``
+(handled like ``truncated``: ``on_truncated`` or raise); a terminal frame pre-empts it.
 
 An abort by the caller ends quietly: leaving the ``with`` block, ``close()``/``aclose()`` (also
 from another task or thread) or cancelling the task; none of them is a drop.
@@ -129,7 +136,7 @@ class _Base(Generic[T]):
         return self._session.last_error
 
     def _item(self, chunk: ChunkFrame) -> T:
-        self._session.handed = chunk.sequence
+        self._session.hand_out(chunk)
         if self._decode is None:
             return chunk  # type: ignore[return-value]  # T is ChunkFrame when decode is None
         return self._decode(chunk)
