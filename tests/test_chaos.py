@@ -23,7 +23,7 @@ import httpx
 import msgspec
 import pytest
 
-from chaos_proxy import ChaosConfig, ChaosProxy, ServerThread
+from chaos_proxy import ChaosProxy, ServerThread
 from streamwire.client import AsyncResumableStream, RetryPolicy
 from streamwire.frames import ChunkFrame
 
@@ -197,8 +197,7 @@ async def test_server_killed_and_restarted_mid_stream_on_sqlite(
         seed: int, sqlite_server: ServerProcess) -> None:
     server = sqlite_server
     got: list[tuple[int, Any]] = []
-    config = ChaosConfig(min_budget=400, max_budget=8000)
-    async with (ChaosProxy(server.port, seed=seed, config=config) as proxy,
+    async with (ChaosProxy(server.port, seed=seed) as proxy,
                 httpx.AsyncClient(timeout=10) as client):
         writer = Writer(client, server.url, "restart")
         await writer.create()
