@@ -222,6 +222,10 @@ async def test_create_info_append_end_and_replay(backend: LogFactory) -> None:
             assert frames[4:] == [CaughtUpFrame(head=4),
                                   EndFrame(status="completed", output={"x": 1},
                                            usage={"tokens": 3})]
+            head = await client.head("/streams/s1/sse")
+            assert head.status_code == 200
+            assert head.headers["content-type"].startswith("text/event-stream")
+            assert (await client.head("/streams/nope/sse")).status_code == 404
             # a re-attaching reader gets only what it lacks; Last-Event-ID wins over ?cursor
             frames = await read_all(client, "s1", cursor=0, headers={"Last-Event-ID": "3"})
             assert chunks_of(frames) == [(4, b"null")]
@@ -613,6 +617,38 @@ async def test_shutdown_ends_every_open_stream_with_a_recoverable_fail(backend: 
             srv.thread.join(5)
             assert not srv.thread.is_alive()
             assert time.monotonic() - started < 3.0
+
+
+async def test_a_connection_the_server_cancels_still_gets_its_fail_frame() -> None:
+    """uvicorn's ``timeout_graceful_shutdown`` cancels the handlers it waited for: a plain
+    ``uvicorn.Server`` (no drain on exit) must still end each stream with the recoverable fail."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(MemoryLog()), log_level="warning",
+                            timeout_graceful_shutdown=1)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=asyncio.run, args=(server.serve(sockets=[sock]),),
+                              daemon=True)
+    thread.start()
+    try:
+        await wait_for(lambda: server.started)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            await client.put("/streams/cut")
+            async with sse(client, "cut") as (_, items):
+                assert await next_frame(items) == CaughtUpFrame(head=0)
+                server.should_exit = True  # no signal, no drain: only the cancellation
+                frame = await next_frame(items)
+                assert isinstance(frame, FailFrame)
+                assert (frame.recoverable, frame.error_detail) == (True, {"code": "SERVER_SHUTDOWN"})
+                assert [item async for item in items if not isinstance(item, str)] == []
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+    assert not thread.is_alive()
 
 
 # ---- the app itself ---------------------------------------------------------------------------------

@@ -123,7 +123,8 @@ async def serve_frames(
             tg.cancel_scope.cancel()
     except anyio.get_cancelled_exc_class():
         # Cancelled from outside (the server's own shutdown timeout): still owe a terminal.
-        conn.outcome = "shutdown"
+        if conn.outcome == "open":
+            conn.outcome = "shutdown"
         with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
             await _close(conn, send)
         raise
@@ -160,17 +161,27 @@ async def _write(conn: Connection, send: Send, data: bytes) -> None:
 
 async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send,
                 expose_errors: bool) -> FailFrame | None:
-    """Send frames until a terminal one; return a ``fail`` frame still owed, if any."""
+    """Send frames until a terminal one; return a ``fail`` frame still owed, if any.
+
+    A failure of the log becomes that ``fail`` frame; a failure of ``send`` is the server's: an
+    ``OSError`` (ASGI >= 2.4 servers raise it once the client is gone) ends the connection,
+    anything else propagates.
+    """
+    in_send = False
     try:
         async for frame in frames:
             kind = type(frame)
             if kind is ChunkFrame:
                 conn.waiting = False
+            in_send = True
             await _write(conn, send, encode_stream_frame(frame))
+            in_send = False
             conn.frames += 1
             if kind in _TERMINALS:
                 return None
-    except OSError:  # ASGI >= 2.4 servers raise it from send() once the client is gone
+    except OSError:
+        if not in_send:
+            raise
         conn.stop("disconnect")
         return None
     except StreamwireError as exc:
@@ -182,6 +193,8 @@ async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send
             error_detail={"code": type(exc).__name__},
         )
     except Exception as exc:
+        if in_send:
+            raise
         conn.outcome = "error"
         logger.exception("sse %s: unexpected error while streaming", conn.stream_id)
         return FailFrame(

@@ -180,6 +180,17 @@ class _Refusal(Exception):
         self.headers = headers or {}
 
 
+class _SSERoute:
+    """The router's entry to the SSE route (``HEAD`` and anything the fast path in
+    ``StreamApp.__call__`` does not take); a plain ASGI app, so Starlette passes it the scope."""
+
+    def __init__(self, app: StreamApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app.serve_sse(scope, receive, send, scope["path_params"]["stream_id"])
+
+
 def _error_body(status: int, message: str) -> bytes:
     return _encode({"error": message, "status": status})
 
@@ -273,7 +284,7 @@ class StreamApp(Starlette):
         routes = [
             Route("/streams/{stream_id}", w(self._create, "write"), methods=["PUT"]),
             Route("/streams/{stream_id}/info", w(self._info, "read"), methods=["GET"]),
-            Route("/streams/{stream_id}/sse", self._sse_route, methods=["GET"]),
+            Route("/streams/{stream_id}/sse", _SSERoute(self), methods=["GET"]),
             Route("/streams/{stream_id}/chunks", w(self._chunks, "write"), methods=["POST"]),
             Route("/streams/{stream_id}/end", w(self._end, "write"), methods=["POST"]),
             Route("/streams/{stream_id}/fail", w(self._fail, "write"), methods=["POST"]),
@@ -344,14 +355,12 @@ class StreamApp(Starlette):
             if path.startswith("/streams/") and path.endswith("/sse"):
                 stream_id = path[9:-4]
                 if stream_id and "/" not in stream_id:
-                    await self._sse(scope, receive, send, stream_id)
+                    await self.serve_sse(scope, receive, send, stream_id)
                     return
         await super().__call__(scope, receive, send)
 
-    async def _sse_route(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self._sse(scope, receive, send, scope["path_params"]["stream_id"])
-
-    async def _sse(self, scope: Scope, receive: Receive, send: Send, stream_id: str) -> None:
+    async def serve_sse(self, scope: Scope, receive: Receive, send: Send, stream_id: str) -> None:
+        """The ``GET /streams/{id}/sse`` handler as raw ASGI (``HEAD``: the headers only)."""
         request = Request(scope, receive)
         cors = self._cors_headers(request)
         try:
@@ -368,6 +377,11 @@ class StreamApp(Starlette):
             if cursor > info.head:
                 raise _Refusal(409, f"cursor {cursor} is above the stream's head {info.head}: "
                                     "it names a chunk this stream never had")
+            if scope["method"] == "HEAD":
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": SSE_RESPONSE_HEADERS + cors})
+                await send({"type": "http.response.body", "body": b""})
+                return
             frames = self.log.read(stream_id, cursor)
         except Exception as exc:
             refusal = self._refusal(exc)
