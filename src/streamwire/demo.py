@@ -197,6 +197,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--outage", type=float, default=0.6,
                         help="seconds the network stays down after the cut (default 0.6)")
     args = parser.parse_args(argv)
+    words = len(REPLY.split(" "))
+    if not 0 < args.cut_after < words:
+        parser.error(f"--cut-after must be between 1 and {words - 1} (the reply has {words} words)")
+    if args.delay < 0 or args.outage < 0:
+        parser.error("--delay and --outage must be >= 0")
     return anyio.run(_run, args, _Printer(sys.stdout))
 
 
