@@ -47,6 +47,14 @@ _BOM: Final = b"\xef\xbb\xbf"
 # A buffered line at least this long is ended without copying it (see ``_end_long_data_line``); below
 # it, copies are cheaper than the bookkeeping.
 _LONG_LINE: Final = 64 * 1024
+# SSEDecoder._mode bits.
+_FRESH: Final = 1  # nothing decoded yet: a BOM may come
+_SKIP_LF: Final = 2  # the last feed ended in CR: a LF starting the next one is its CRLF's tail
+_DONE: Final = 4  # flushed or failed
+_FLUSH: Final = 8  # interpret every complete line now: hold nothing back
+# Pieces that end one data/id/event line are held back (see ``feed``) while the buffer stays under
+# this size: enough for the usual small frame, small enough that holding costs nothing.
+_HOLD_LIMIT: Final = 256
 
 
 @final
@@ -87,17 +95,16 @@ class SSEDecoder:
         "_data_size",
         "_event",
         "_exact",
-        "_finished",
+        "_hold_limit",
         "_id",
         "_limit",
         "_max_event",
         "_max_line",
         "_measured",
+        "_mode",
         "_more",
         "_on_comment",
         "_retry",
-        "_skip_lf",
-        "_started",
         "_type_line",
         "_type_name",
         "last_event_id",
@@ -117,11 +124,11 @@ class SSEDecoder:
         # What the no-line-end path compares the buffer with: max_line_size, or -1 once finished,
         # so that one comparison also refuses a feed after flush().
         self._limit = max_line_size
+        # Held lines can never hide a line or an event over its limit (see feed).
+        self._hold_limit = min(_HOLD_LIMIT, max_line_size, max_event_size)
         self._on_comment = on_comment
         self._buf = bytearray()  # the line whose end has not arrived
-        self._skip_lf = False  # the last run ended in CR and no byte came after it yet
-        self._started = False
-        self._finished = False
+        self._mode = _FRESH  # the rare states, in one int so that the usual path tests it once
         # The event being built (WHATWG's data, event type and last event ID buffers) and the
         # reconnection time. The data buffer is its first line (None: empty) and the lines after it.
         self._data: str | None = None
@@ -131,7 +138,7 @@ class SSEDecoder:
         self._retry: int | None = None
         # The last ``event:`` line and its type: streams repeat a few types, and a repeated line is
         # recognised by one comparison instead of being split and decoded again.
-        self._type_line = b""
+        self._type_line: bytes = b""
         self._type_name = "message"
         # Size of the open event's data: a cheap upper bound (``_data_size``), and an exact count of
         # the first ``_counted`` lines of ``_measured``, taken only when the bound passes the limit.
@@ -155,51 +162,85 @@ class SSEDecoder:
             buf = self._buf
             buf += data
             if len(buf) > self._limit:
-                self._line_too_long(len(buf), [])
+                self._overlong()
             return []
-        if self._finished:
-            self._refuse()
         buf = self._buf
-        if self._skip_lf:
-            # The last run ended in CR, which ended its line: a LF now is that CRLF's second half.
-            self._skip_lf = False
-            if data[0] == 10 and not buf:
-                return self.feed(data[1:])
+        mode = self._mode
+        if mode:
+            if mode & _DONE:
+                self._refuse()
+            if mode & _SKIP_LF:
+                # The last run ended in CR, which ended its line: a LF now is that CRLF's tail.
+                self._mode = mode = mode & ~_SKIP_LF
+                if data[0] == 10 and not buf:
+                    return self.feed(data[1:])
+        elif (
+            len(buf) + len(data) + self._data_size <= self._hold_limit
+            and 13 not in data
+            and data.count(10) == 1
+        ):
+            # Small pieces (a slow or finely chunked connection) that only end a data, id or event
+            # line are held in the buffer: such lines change nothing until the blank line that
+            # dispatches them, so they are interpreted then, together. Blank lines, comments
+            # (heartbeats) and retry lines are never held.
+            start = buf.rfind(10) + 1
+            first = buf[start] if start < len(buf) else data[0]  # LF here: a blank line
+            if first == 100 or first == 105 or first == 101:  # d, i, e
+                buf += data
+                return []
         if len(buf) >= _LONG_LINE and buf.startswith(b"data:"):
             return self._end_long_data_line(data)
 
-        # Split the buffered line and the new bytes into lines; the last piece (b"" when the bytes
-        # end with a line end) is the start of the next line and goes back into the buffer.
-        if buf:
+        # Split the new bytes into lines. The last piece (b"" when they end with a line end) is the
+        # start of the next line and goes into the buffer; what the buffer held (never a line
+        # end) is the start of the first line.
+        if buf and 10 in buf:  # lines held back by earlier feeds
             buf += data
-            run = bytes(buf)
+            data = bytes(buf)
             buf.clear()
+        elif type(data) is not bytes:
+            data = bytes(data)
+        new_mode = 0
+        if 13 in data:
+            if data[-1] == 13:
+                # That CR ended its line; a LF starting the next feed will be its CRLF's tail.
+                new_mode = _SKIP_LF
+                data += b"\n"
+            # CRLF everywhere (the usual case) splits in one pass; only lone CRs or LFs (CR-only
+            # or mixed streams, legal but rare) pay for normalising.
+            lines = data.split(b"\r\n")
+            rest = b"".join(lines)
+            if 13 in rest or 10 in rest:
+                lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
         else:
-            run = data if type(data) is bytes else bytes(data)
-        if not self._started:
-            self._started = True
-            if run.startswith(_BOM):  # one leading BOM, at stream start only
-                run = run[3:]
-        if 13 in run:
-            if run[-1] == 13:
-                self._skip_lf = True
-            run = run.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = run.split(b"\n")
+            lines = data.split(b"\n")
+        size = len(data)
+        nul = 0 in data
+        if buf:
+            size += len(buf)
+            if 0 in buf:
+                nul = True
+            buf += lines[0]
+            lines[0] = bytes(buf)
+            buf.clear()
+        if mode or new_mode:
+            self._mode = new_mode
+            if mode & _FRESH and lines[0].startswith(_BOM):  # one BOM, at stream start only
+                lines[0] = lines[0][3:]
         tail = lines.pop()
         overflow = 0
         if tail:
             buf += tail
             if len(tail) > self._max_line:
                 overflow = len(tail)  # raised below, with the events of the complete lines
-        if len(run) > self._max_line:
+        if size > self._max_line:
             longest = max(map(len, lines))
             if longest > self._max_line:
                 self._line_too_long(longest, [])
 
         # The hot loop: state lives in locals; the usual "name: value" line is split by one C
         # call; UTF-8 is decoded strictly first (the fast path), with replacement only if that fails.
-        bound = len(run) + self._data_size  # no event dispatched here can hold more data than this
-        nul = 0 in run
+        bound = size + self._data_size  # no event dispatched here can hold more data than this
         events: list[SSEEvent] = []
         append = events.append
         data_ = self._data
@@ -218,7 +259,7 @@ class SSEDecoder:
                 if data_ is not None:
                     if more:
                         data_ = "\n".join([data_, *more])
-                        more = []
+                        self._more = more = []
                     append(SSEEvent(etype, data_, last_id, retry))
                     data_ = None
                 etype = "message"
@@ -243,9 +284,9 @@ class SSEDecoder:
                     except UnicodeDecodeError:
                         last_id = raw.decode("utf-8", "replace")
             elif name == b"event":
-                type_name = raw.decode("utf-8", "replace") or "message"
-                type_line = line
-                etype = type_name
+                etype = raw.decode("utf-8", "replace") or "message"
+                self._type_line = type_line = line
+                self._type_name = type_name = etype
             else:
                 # Every other shape, by the letter of the spec: the field name is everything up
                 # to the first colon, and one leading space is removed from the value.
@@ -266,17 +307,13 @@ class SSEDecoder:
                 elif name == b"retry":
                     # WHATWG: only if the value is all ASCII digits (bytes.isdigit is ASCII-only).
                     if raw.isdigit() and len(raw) <= _MAX_RETRY_DIGITS:
-                        retry = int(raw)
+                        self._retry = retry = int(raw)
                 elif not name and colon and self._on_comment is not None:
                     self._on_comment(value)
                 # any other field is ignored
 
         self._id = last_id
         self._event = etype
-        self._retry = retry
-        self._more = more
-        self._type_line = type_line
-        self._type_name = type_name
         if bound > self._max_event:
             self._check_sizes(events)
         if dispatched is None:
@@ -293,8 +330,8 @@ class SSEDecoder:
                 self._data_size = 0
             else:
                 # The open event began after the run's last blank line.
-                self._data_size = len(run)
-                if len(run) > self._max_event:
+                self._data_size = size
+                if size > self._max_event:
                     self._data_size = self._measure(data_, more, events)
         if overflow:
             self._line_too_long(overflow, events)
@@ -306,11 +343,17 @@ class SSEDecoder:
         The WHATWG algorithm discards an unterminated event at end of file; call ``flush`` only
         where the protocol says a last frame may lack its blank line. The decoder is done afterwards.
         """
-        if self._finished:
+        if self._mode & _DONE:
             return []
-        self._skip_lf = False
-        events = self.feed(b"\n") if self._buf else []
+        # The end of the stream ends the line (a LF is not a CRLF's tail now, and nothing is held).
+        events: list[SSEEvent] = []
+        self._mode = (self._mode & _FRESH) | _FLUSH
+        if self._buf:
+            rest = bytes(self._buf)  # held lines (see feed) and the unterminated last line
+            self._buf.clear()
+            events = self.feed(rest if rest[-1] == 10 else rest + b"\n")
         if self._data is not None:
+            self._mode |= _FLUSH
             events += self.feed(b"\n")
         self._finish()
         return events
@@ -331,11 +374,11 @@ class SSEDecoder:
         if len(buf) > self._max_line:
             self._line_too_long(len(buf), [])
         self._buf = bytearray()
-        self._started = True
+        self._mode = 0
         skip = first + 1
         if data[first] == 13:
             if skip == len(data):
-                self._skip_lf = True
+                self._mode = _SKIP_LF
             elif data[skip] == 10:
                 skip += 1
         del buf[: 6 if len(buf) > 5 and buf[5] == 32 else 5]
@@ -351,6 +394,22 @@ class SSEDecoder:
         if len(value) > self._max_event:
             self._event_too_big(len(value), [])
         return self.feed(data[skip:]) if skip < len(data) else []
+
+    def _overlong(self) -> None:
+        """The buffer passed max_line_size: interpret any lines held in it, then look again."""
+        if self._mode & _DONE:
+            self._refuse()
+        buf = self._buf
+        end = buf.rfind(10) + 1
+        if end:
+            held = bytes(buf[:end])
+            partial = bytes(buf[end:])
+            buf.clear()
+            self._mode |= _FLUSH
+            self.feed(held)  # held lines hold no blank line, so this dispatches nothing
+            self._buf += partial
+        if len(self._buf) > self._max_line:
+            self._line_too_long(len(self._buf), [])
 
     def _check_sizes(self, events: list[SSEEvent]) -> None:
         for i, event in enumerate(events):
@@ -371,7 +430,7 @@ class SSEDecoder:
         return size
 
     def _finish(self) -> None:
-        self._finished = True
+        self._mode = _DONE
         self._limit = -1
         self._buf = bytearray()
         self._data = None
@@ -383,8 +442,6 @@ class SSEDecoder:
         )
 
     def _line_too_long(self, size: int, events: list[SSEEvent]) -> NoReturn:
-        if self._finished:
-            self._refuse()
         self._finish()
         raise SSEDecodeError(
             f"SSE line of {size} bytes exceeds max_line_size={self._max_line}; "
