@@ -39,21 +39,17 @@ connection the server cancels (uvicorn's ``timeout_graceful_shutdown``) still wr
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hmac
 import inspect
 import logging
 import math
-import socket
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from types import FrameType
-from typing import Annotated, Any, Final, Literal, TypeAlias, final
+from typing import Final, Literal, TypeAlias, final
 
 import anyio
 import msgspec
-import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -62,6 +58,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ._server_http import (
+    Refusal,
+    WriteAPI,
+    encode_json,
+    parse_cursor,
+    refusal_for,
+    send_error,
+)
 from ._server_openapi import openapi_document
 from ._server_signals import chain_exit_signals
 from ._server_sse import (
@@ -72,9 +76,8 @@ from ._server_sse import (
     Send,
     serve_frames,
 )
-from .errors import StreamwireError
-from .frames import EndStatus
-from .log import StreamInfo, StreamLog
+from ._server_uvicorn import DrainingServer, uvicorn_server
+from .log import StreamLog
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
@@ -136,50 +139,6 @@ class ServerStatistics(msgspec.Struct, frozen=True):
     draining: bool
 
 
-# ---- request bodies --------------------------------------------------------------------------
-
-_Step = Annotated[int, msgspec.Meta(ge=0)]
-
-
-class _ChunkIn(msgspec.Struct, forbid_unknown_fields=True):
-    step: _Step
-    chunk: msgspec.Raw
-
-
-class _EndIn(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
-    status: EndStatus
-    output: Any = None
-    state: Any = None
-    usage: dict[str, Any] | None = None
-
-
-class _FailIn(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
-    error: str
-    recoverable: bool
-    error_detail: dict[str, Any] | None = None
-
-
-class _CleanupIn(msgspec.Struct, forbid_unknown_fields=True):
-    step: _Step
-
-
-_chunks_decoder = msgspec.json.Decoder(list[_ChunkIn])
-_end_decoder = msgspec.json.Decoder(_EndIn)
-_fail_decoder = msgspec.json.Decoder(_FailIn)
-_cleanup_decoder = msgspec.json.Decoder(_CleanupIn)
-_encode = msgspec.json.Encoder().encode
-
-
-class _Refusal(Exception):
-    """An HTTP error answer: the status, the message sent and extra headers."""
-
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.headers = headers or {}
-
-
 class _SSERoute:
     """The router's entry to the SSE route (``HEAD`` and anything the fast path in
     ``StreamApp.__call__`` does not take); a plain ASGI app, so Starlette passes it the scope."""
@@ -189,28 +148,6 @@ class _SSERoute:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app.serve_sse(scope, receive, send, scope["path_params"]["stream_id"])
-
-
-def _error_body(status: int, message: str) -> bytes:
-    return _encode({"error": message, "status": status})
-
-
-def _json(status: int, content: object, headers: dict[str, str] | None = None) -> Response:
-    return Response(_encode(content), status, headers, media_type="application/json")
-
-
-def info_json(info: StreamInfo) -> dict[str, Any]:
-    """``GET /info``'s body: ``StreamInfo`` in camelCase, with the floor and marker always present."""
-    body: dict[str, Any] = msgspec.to_builtins(info)
-    body.setdefault("oldestRetainedSequence", None)
-    body.setdefault("truncatedAtStep", None)
-    return body
-
-
-def _parse_cursor(text: str, source: str) -> int:
-    if not text.isascii() or not text.isdigit() or len(text) > _MAX_CURSOR_DIGITS:
-        raise _Refusal(400, f"{source} must be a non-negative integer sequence, got {text[:40]!r}")
-    return int(text)
 
 
 def bearer_token(token: str, *, protect_reads: bool = False) -> Authorize:
@@ -266,8 +203,6 @@ class StreamApp(Starlette):
         self._max_per_stream = max_connections_per_stream
         self._send_timeout = send_timeout
         self._expose_errors = expose_errors
-        self._max_body = max_body_size
-        self._max_batch = max_batch_chunks
         self._max_id = max_stream_id_length
         self._grace = shutdown_grace_period
         self._retry_after = str(retry_after)
@@ -279,18 +214,18 @@ class StreamApp(Starlette):
         self._opened = self._evicted = self._refused = 0
         self._draining = False
         self._drained: anyio.Event | None = None
-        self._openapi = _encode(openapi_document())
-        w = self._json_route
+        self._openapi = encode_json(openapi_document())
+        w, api = self._json_route, WriteAPI(log, max_body=max_body_size, max_batch=max_batch_chunks)
         routes = [
-            Route("/streams/{stream_id}", w(self._create, "write"), methods=["PUT"]),
-            Route("/streams/{stream_id}/info", w(self._info, "read"), methods=["GET"]),
+            Route("/streams/{stream_id}", w(api.create, "write"), methods=["PUT"]),
+            Route("/streams/{stream_id}/info", w(api.info, "read"), methods=["GET"]),
             Route("/streams/{stream_id}/sse", _SSERoute(self), methods=["GET"]),
-            Route("/streams/{stream_id}/chunks", w(self._chunks, "write"), methods=["POST"]),
-            Route("/streams/{stream_id}/end", w(self._end, "write"), methods=["POST"]),
-            Route("/streams/{stream_id}/fail", w(self._fail, "write"), methods=["POST"]),
-            Route("/streams/{stream_id}/cleanup", w(self._cleanup, "write"), methods=["POST"]),
-            Route("/streams/{stream_id}/reset", w(self._reset, "write"), methods=["POST"]),
-            Route("/streams/{stream_id}/reactivate", w(self._reactivate, "write"),
+            Route("/streams/{stream_id}/chunks", w(api.chunks, "write"), methods=["POST"]),
+            Route("/streams/{stream_id}/end", w(api.end, "write"), methods=["POST"]),
+            Route("/streams/{stream_id}/fail", w(api.fail, "write"), methods=["POST"]),
+            Route("/streams/{stream_id}/cleanup", w(api.cleanup, "write"), methods=["POST"]),
+            Route("/streams/{stream_id}/reset", w(api.reset, "write"), methods=["POST"]),
+            Route("/streams/{stream_id}/reactivate", w(api.reactivate, "write"),
                   methods=["POST"]),
             Route("/openapi.json", self._openapi_route, methods=["GET"]),
         ]
@@ -367,15 +302,15 @@ class StreamApp(Starlette):
             self._check_id(stream_id)
             header = request.headers.get("last-event-id")
             if header:
-                cursor = _parse_cursor(header.strip(), "Last-Event-ID")
+                cursor = parse_cursor(header.strip(), "Last-Event-ID")
             else:
                 query = request.query_params.get("cursor")
-                cursor = _parse_cursor(query, "cursor") if query is not None else 0
+                cursor = parse_cursor(query, "cursor") if query is not None else 0
             await self._check_access(request, stream_id, "read")
             self._check_capacity(stream_id)
             info = await self.log.info(stream_id)
             if cursor > info.head:
-                raise _Refusal(409, f"cursor {cursor} is above the stream's head {info.head}: "
+                raise Refusal(409, f"cursor {cursor} is above the stream's head {info.head}: "
                                     "it names a chunk this stream never had")
             if scope["method"] == "HEAD":
                 await send({"type": "http.response.start", "status": 200,
@@ -384,10 +319,10 @@ class StreamApp(Starlette):
                 return
             frames = self.log.read(stream_id, cursor)
         except Exception as exc:
-            refusal = self._refusal(exc)
+            refusal = refusal_for(exc, expose_errors=self._expose_errors)
             if refusal.status in (429, 503):
                 self._refused += 1
-            await _send_error(send, refusal, cors)
+            await send_error(send, refusal, cors)
             return
         client = scope.get("client")
         conn = Connection(stream_id, cursor, f"{client[0]}:{client[1]}" if client else "-")
@@ -417,12 +352,12 @@ class StreamApp(Starlette):
     def _check_capacity(self, stream_id: str) -> None:
         retry = {"Retry-After": self._retry_after}
         if self._draining:
-            raise _Refusal(503, "the server is shutting down; re-attach elsewhere", retry)
+            raise Refusal(503, "the server is shutting down; re-attach elsewhere", retry)
         if len(self._conns) >= self._max_connections:
-            raise _Refusal(503, f"the server has {self._max_connections} open streams "
+            raise Refusal(503, f"the server has {self._max_connections} open streams "
                                 "(create_app(max_connections=...))", retry)
         if self._per_stream.get(stream_id, 0) >= self._max_per_stream:
-            raise _Refusal(429, f"stream {stream_id!r} has {self._max_per_stream} readers "
+            raise Refusal(429, f"stream {stream_id!r} has {self._max_per_stream} readers "
                                 "(create_app(max_connections_per_stream=...))", retry)
 
     def _open(self, conn: Connection) -> None:
@@ -461,67 +396,10 @@ class StreamApp(Starlette):
                 await self._check_access(request, stream_id, access)
                 return await handler(request, stream_id)
             except Exception as exc:
-                refusal = self._refusal(exc)
-                return Response(_error_body(refusal.status, refusal.message), refusal.status,
-                                refusal.headers, media_type="application/json")
+                refusal = refusal_for(exc, expose_errors=self._expose_errors)
+                return refusal.response()
 
         return endpoint
-
-    async def _body(self, request: Request) -> bytes:
-        limit = self._max_body
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
-            raise _Refusal(413, f"the body has {length} bytes, over the limit of {limit} "
-                                "(create_app(max_body_size=...))")
-        body = bytearray()
-        async for piece in request.stream():
-            body += piece
-            if len(body) > limit:
-                raise _Refusal(413, f"the body is over the limit of {limit} bytes "
-                                    "(create_app(max_body_size=...))")
-        return bytes(body)
-
-    async def _create(self, request: Request, stream_id: str) -> Response:
-        return _json(200, info_json(await self.log.create_stream(stream_id)))
-
-    async def _info(self, request: Request, stream_id: str) -> Response:
-        return _json(200, info_json(await self.log.info(stream_id)))
-
-    async def _chunks(self, request: Request, stream_id: str) -> Response:
-        items = _chunks_decoder.decode(await self._body(request))
-        if len(items) > self._max_batch:
-            raise _Refusal(413, f"the batch has {len(items)} chunks, over the limit of "
-                                f"{self._max_batch} (create_app(max_batch_chunks=...))")
-        batch = [(item.step, bytes(item.chunk)) for item in items]
-        sequences = await self.log.append_many(stream_id, batch) if batch else []
-        if not batch:
-            await self.log.info(stream_id)  # an unknown stream is 404 even for an empty batch
-        return _json(200, {"sequences": sequences})
-
-    async def _end(self, request: Request, stream_id: str) -> Response:
-        body = _end_decoder.decode(await self._body(request))
-        await self.log.end_stream(stream_id, body.status, output=body.output, state=body.state,
-                                  usage=body.usage)
-        return _json(200, info_json(await self.log.info(stream_id)))
-
-    async def _fail(self, request: Request, stream_id: str) -> Response:
-        body = _fail_decoder.decode(await self._body(request))
-        await self.log.fail_stream(stream_id, body.error, error_detail=body.error_detail,
-                                   recoverable=body.recoverable)
-        return _json(200, info_json(await self.log.info(stream_id)))
-
-    async def _cleanup(self, request: Request, stream_id: str) -> Response:
-        body = _cleanup_decoder.decode(await self._body(request))
-        rewound = await self.log.cleanup_to_step(stream_id, body.step)
-        return _json(200, msgspec.to_builtins(rewound))
-
-    async def _reset(self, request: Request, stream_id: str) -> Response:
-        await self.log.reset_stream(stream_id)
-        return _json(200, info_json(await self.log.info(stream_id)))
-
-    async def _reactivate(self, request: Request, stream_id: str) -> Response:
-        await self.log.reactivate_stream(stream_id)
-        return _json(200, info_json(await self.log.info(stream_id)))
 
     async def _openapi_route(self, request: Request) -> Response:
         return Response(self._openapi, media_type="application/json")
@@ -530,7 +408,7 @@ class StreamApp(Starlette):
 
     def _check_id(self, stream_id: str) -> None:
         if len(stream_id) > self._max_id:
-            raise _Refusal(400, f"the stream id has {len(stream_id)} characters, over the limit "
+            raise Refusal(400, f"the stream id has {len(stream_id)} characters, over the limit "
                                 f"of {self._max_id} (create_app(max_stream_id_length=...))")
 
     async def _check_access(self, request: Request, stream_id: str, access: Access) -> None:
@@ -538,35 +416,6 @@ class StreamApp(Starlette):
             result = self._authorize(request, stream_id, access)
             if inspect.isawaitable(result):
                 await result
-
-    def _refusal(self, exc: Exception) -> _Refusal:
-        """Map an exception to the answer sent; unexpected text stays off the wire."""
-        if isinstance(exc, _Refusal):
-            return exc
-        if isinstance(exc, HTTPException):
-            return _Refusal(exc.status_code, exc.detail, dict(exc.headers or {}))
-        if isinstance(exc, msgspec.ValidationError):
-            return _Refusal(422, f"the body does not have the expected shape: {exc}")
-        if isinstance(exc, msgspec.DecodeError):
-            return _Refusal(400, f"the body is not valid JSON: {exc}")
-        if isinstance(exc, StreamwireError):
-            status = exc.status_hint
-            if status < 500 or self._expose_errors:
-                return _Refusal(status, str(exc))
-            logger.warning("stream log error: %r", exc)
-            return _Refusal(status, "the stream log failed")
-        logger.exception("unexpected error", exc_info=exc)
-        return _Refusal(500, repr(exc) if self._expose_errors else "internal server error")
-
-
-async def _send_error(send: Send, refusal: _Refusal, extra: list[tuple[bytes, bytes]]) -> None:
-    body = _error_body(refusal.status, refusal.message)
-    headers = [(b"content-type", b"application/json"),
-               (b"content-length", str(len(body)).encode()), *extra]
-    headers += [(k.lower().encode("latin-1"), v.encode("latin-1"))
-                for k, v in refusal.headers.items()]
-    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
 
 
 def create_app(
@@ -611,34 +460,3 @@ def create_app(
         max_body_size=max_body_size, max_batch_chunks=max_batch_chunks,
         max_stream_id_length=max_stream_id_length, shutdown_grace_period=shutdown_grace_period,
         retry_after=retry_after, retry=retry, drain_on_signal=drain_on_signal)
-
-
-class DrainingServer(uvicorn.Server):
-    """A ``uvicorn.Server`` that drains its ``StreamApp`` as soon as it is told to exit.
-
-    uvicorn waits for every connection to close before it sends lifespan shutdown, so an open SSE
-    stream would hold it forever; here SIGINT / SIGTERM (or ``handle_exit`` called from any thread)
-    first ends every stream with its recoverable ``fail`` frame.
-    """
-
-    def __init__(self, config: uvicorn.Config, app: StreamApp) -> None:
-        super().__init__(config)
-        self.stream_app = app
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        super().handle_exit(sig, frame)
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self.stream_app.begin_shutdown)
-
-
-def uvicorn_server(app: StreamApp, *, host: str = "127.0.0.1", port: int = 8000,
-                   **config: Any) -> DrainingServer:
-    """A ``DrainingServer`` for ``app``; ``config`` goes to ``uvicorn.Config``. By default uvicorn
-    also cancels whatever is left ``shutdown_grace_period`` seconds after the signal."""
-    config.setdefault("timeout_graceful_shutdown", max(1, math.ceil(app.grace_period)))
-    return DrainingServer(uvicorn.Config(app, host=host, port=port, **config), app)

@@ -1,0 +1,214 @@
+"""The JSON side of ``streamwire.server``: request bodies, limits, error answers and their mapping.
+
+Every error answer is ``{"error": "<what is wrong>", "status": N}``. ``refusal_for`` maps an
+exception to it in one place (httpx's ``map_httpcore_exceptions`` way): the app's own
+``Refusal``, a hook's ``HTTPException``, msgspec's decode (400) and validation (422) errors,
+streamwire errors by their ``status_hint``; anything else is a 500 whose text stays off the wire
+unless the app exposes errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any, Final
+
+import msgspec
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ._server_sse import Send
+from .errors import StreamwireError
+from .frames import EndStatus
+from .log import StreamInfo, StreamLog
+
+__all__ = [
+    "Refusal",
+    "WriteAPI",
+    "chunks_decoder",
+    "cleanup_decoder",
+    "encode_json",
+    "end_decoder",
+    "fail_decoder",
+    "info_json",
+    "json_response",
+    "parse_cursor",
+    "read_body",
+    "refusal_for",
+    "send_error",
+]
+
+logger = logging.getLogger("streamwire.server")
+
+_MAX_CURSOR_DIGITS: Final = 18
+_Step = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class ChunkIn(msgspec.Struct, forbid_unknown_fields=True):
+    """One item of ``POST /chunks``; ``chunk`` is kept as its JSON text."""
+
+    step: _Step
+    chunk: msgspec.Raw
+
+
+class EndIn(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    """``POST /end``."""
+
+    status: EndStatus
+    output: Any = None
+    state: Any = None
+    usage: dict[str, Any] | None = None
+
+
+class FailIn(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    """``POST /fail``."""
+
+    error: str
+    recoverable: bool
+    error_detail: dict[str, Any] | None = None
+
+
+class CleanupIn(msgspec.Struct, forbid_unknown_fields=True):
+    """``POST /cleanup``."""
+
+    step: _Step
+
+
+chunks_decoder: Final = msgspec.json.Decoder(list[ChunkIn])
+end_decoder: Final = msgspec.json.Decoder(EndIn)
+fail_decoder: Final = msgspec.json.Decoder(FailIn)
+cleanup_decoder: Final = msgspec.json.Decoder(CleanupIn)
+encode_json: Final = msgspec.json.Encoder().encode
+
+
+class Refusal(Exception):
+    """An HTTP error answer: the status, the message sent and extra headers."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+    def body(self) -> bytes:
+        return encode_json({"error": self.message, "status": self.status})
+
+    def response(self) -> Response:
+        return Response(self.body(), self.status, self.headers, media_type="application/json")
+
+
+def refusal_for(exc: Exception, *, expose_errors: bool) -> Refusal:
+    """The answer an exception gets; unexpected text stays off the wire."""
+    if isinstance(exc, Refusal):
+        return exc
+    if isinstance(exc, HTTPException):
+        return Refusal(exc.status_code, exc.detail, dict(exc.headers or {}))
+    if isinstance(exc, msgspec.ValidationError):
+        return Refusal(422, f"the body does not have the expected shape: {exc}")
+    if isinstance(exc, msgspec.DecodeError):
+        return Refusal(400, f"the body is not valid JSON: {exc}")
+    if isinstance(exc, StreamwireError):
+        status = exc.status_hint
+        if status < 500 or expose_errors:
+            return Refusal(status, str(exc))
+        logger.warning("stream log error: %r", exc)
+        return Refusal(status, "the stream log failed")
+    logger.exception("unexpected error", exc_info=exc)
+    return Refusal(500, repr(exc) if expose_errors else "internal server error")
+
+
+async def send_error(send: Send, refusal: Refusal, extra: list[tuple[bytes, bytes]]) -> None:
+    """Answer with ``refusal`` over raw ASGI (the SSE route has no Starlette response)."""
+    body = refusal.body()
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(body)).encode()), *extra]
+    headers += [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                for k, v in refusal.headers.items()]
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def json_response(content: object) -> Response:
+    """A 200 answer with ``content`` as JSON."""
+    return Response(encode_json(content), 200, media_type="application/json")
+
+
+def info_json(info: StreamInfo) -> dict[str, Any]:
+    """``GET /info``'s body: ``StreamInfo`` in camelCase, with the floor and marker always present."""
+    body: dict[str, Any] = msgspec.to_builtins(info)
+    body.setdefault("oldestRetainedSequence", None)
+    body.setdefault("truncatedAtStep", None)
+    return body
+
+
+def parse_cursor(text: str, source: str) -> int:
+    """A cursor is all ASCII digits (``+1``, ``-1``, ``1_0`` and ``1.5`` are refused)."""
+    if not text.isascii() or not text.isdigit() or len(text) > _MAX_CURSOR_DIGITS:
+        raise Refusal(400, f"{source} must be a non-negative integer sequence, got {text[:40]!r}")
+    return int(text)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused (413) as soon as it passes ``limit`` bytes."""
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise Refusal(413, f"the body has {length} bytes, over the limit of {limit} "
+                           "(create_app(max_body_size=...))")
+    body = bytearray()
+    async for piece in request.stream():
+        body += piece
+        if len(body) > limit:
+            raise Refusal(413, f"the body is over the limit of {limit} bytes "
+                               "(create_app(max_body_size=...))")
+    return bytes(body)
+
+
+class WriteAPI:
+    """The JSON routes' handlers over one log: each takes the request and the stream id."""
+
+    def __init__(self, log: StreamLog, *, max_body: int, max_batch: int) -> None:
+        self.log = log
+        self.max_body = max_body
+        self.max_batch = max_batch
+
+    async def create(self, request: Request, stream_id: str) -> Response:
+        return json_response(info_json(await self.log.create_stream(stream_id)))
+
+    async def info(self, request: Request, stream_id: str) -> Response:
+        return json_response(info_json(await self.log.info(stream_id)))
+
+    async def chunks(self, request: Request, stream_id: str) -> Response:
+        items = chunks_decoder.decode(await read_body(request, self.max_body))
+        if len(items) > self.max_batch:
+            raise Refusal(413, f"the batch has {len(items)} chunks, over the limit of "
+                                f"{self.max_batch} (create_app(max_batch_chunks=...))")
+        batch = [(item.step, bytes(item.chunk)) for item in items]
+        sequences = await self.log.append_many(stream_id, batch) if batch else []
+        if not batch:
+            await self.log.info(stream_id)  # an unknown stream is 404 even for an empty batch
+        return json_response({"sequences": sequences})
+
+    async def end(self, request: Request, stream_id: str) -> Response:
+        body = end_decoder.decode(await read_body(request, self.max_body))
+        await self.log.end_stream(stream_id, body.status, output=body.output, state=body.state,
+                                  usage=body.usage)
+        return json_response(info_json(await self.log.info(stream_id)))
+
+    async def fail(self, request: Request, stream_id: str) -> Response:
+        body = fail_decoder.decode(await read_body(request, self.max_body))
+        await self.log.fail_stream(stream_id, body.error, error_detail=body.error_detail,
+                                   recoverable=body.recoverable)
+        return json_response(info_json(await self.log.info(stream_id)))
+
+    async def cleanup(self, request: Request, stream_id: str) -> Response:
+        body = cleanup_decoder.decode(await read_body(request, self.max_body))
+        rewound = await self.log.cleanup_to_step(stream_id, body.step)
+        return json_response(msgspec.to_builtins(rewound))
+
+    async def reset(self, request: Request, stream_id: str) -> Response:
+        await self.log.reset_stream(stream_id)
+        return json_response(info_json(await self.log.info(stream_id)))
+
+    async def reactivate(self, request: Request, stream_id: str) -> Response:
+        await self.log.reactivate_stream(stream_id)
+        return json_response(info_json(await self.log.info(stream_id)))
