@@ -651,6 +651,24 @@ async def test_a_connection_the_server_cancels_still_gets_its_fail_frame() -> No
     assert not thread.is_alive()
 
 
+async def test_retry_field_goes_first_for_browser_readers() -> None:
+    with serving(MemoryLog, retry=2500) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/rt")
+            await client.post("/streams/rt/end", json={"status": "completed"})
+            body = (await client.get("/streams/rt/sse")).content
+    # an ended stream with no chunk is not "waiting": the retry field, then the frames
+    assert body.startswith(b"retry: 2500\n\nevent: caught-up\n")
+    assert body.endswith(b'event: end\ndata: {"status":"completed"}\n\n')
+
+
+def test_bad_settings_are_refused_at_once() -> None:
+    with pytest.raises(ValueError, match="heartbeat_interval"):
+        create_app(MemoryLog(), heartbeat_interval=0)
+    with pytest.raises(ValueError, match="send_timeout"):
+        create_app(MemoryLog(), send_timeout=float("inf"))
+
+
 # ---- the app itself ---------------------------------------------------------------------------------
 
 
