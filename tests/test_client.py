@@ -742,6 +742,30 @@ async def test_real_server_cleanup_while_attached_reaches_on_rewound(
     assert events[4:] == ["d"]
 
 
+@pytest.mark.anyio
+async def test_heartbeats_keep_a_quiet_stream_alive_and_silence_does_not() -> None:
+    from chaos_proxy import ServerThread
+    from streamwire.log.memory import MemoryLog
+    from streamwire.server import create_app
+
+    log = MemoryLog()
+    with ServerThread(create_app(log, heartbeat_interval=0.1)) as server:
+        url = server.url
+        _post(url, "/streams/q", {}, method="PUT")
+        _write(url, "q", ["a"])
+
+        async def later() -> None:
+            await anyio.sleep(1.2)  # quiet, but for the heartbeats, for well over idle_timeout
+            await anyio.to_thread.run_sync(_write, url, "q", ["b"])
+            await anyio.to_thread.run_sync(_post, url, "/streams/q/end", {"status": "completed"})
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(later)
+            got, stream = await read_all(f"{url}/streams/q/sse", decode=_text, idle_timeout=0.4)
+    assert got == ["a", "b"]
+    assert stream.stats.connections == 1
+
+
 def test_real_server_sync_reader(live: tuple[Any, str]) -> None:
     _, url = live
     _post(url, "/streams/r3", {}, method="PUT")
