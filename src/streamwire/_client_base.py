@@ -1,0 +1,135 @@
+"""What the async and sync resumable streams share: their options, the session they drive and
+the public properties (the adapters in ``client.py`` and ``_client_sync.py`` only move bytes)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Generic, TypedDict, TypeVar
+
+import httpx
+
+from ._client_core import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    ClientSession,
+    ClientStats,
+    RetryPolicy,
+)
+from .errors import StreamTruncatedError, StreamwireError, UsageError
+from .frames import ChunkFrame, EndFrame
+from .sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE
+
+__all__ = ["StreamBase", "StreamOptions", "broke"]
+
+T = TypeVar("T")
+
+
+class StreamOptions(TypedDict, total=False):
+    """The options both streams take (keywords; every one has a default).
+
+    ``cursor``: start after this sequence (0: from the beginning). ``retry``: the re-attach policy.
+    ``idle_timeout``: seconds without any byte before the connection counts as dropped (None:
+    never; default ``DEFAULT_IDLE_TIMEOUT``). ``connect_timeout``: seconds to get the response
+    headers. ``headers``: extra request headers (authorization, say). ``max_line_size``,
+    ``max_event_size``: the SSE decoder's limits. ``on_reattach(error, delay)``: called before
+    each re-attach with the error that ended the connection and the seconds it will wait (to log
+    or show it; a plain function for both streams).
+    """
+
+    cursor: int
+    retry: RetryPolicy | None
+    idle_timeout: float | None
+    connect_timeout: float
+    headers: dict[str, str] | None
+    max_line_size: int
+    max_event_size: int
+    on_reattach: Callable[[StreamwireError, float], object] | None
+
+
+class StreamBase(Generic[T]):
+    """What the async and sync streams share: options, the session and the public properties."""
+
+    def __init__(self, url: str | httpx.URL, decode: Callable[[ChunkFrame], T] | None,
+                 options: StreamOptions) -> None:
+        self._url = url
+        self._decode = decode
+        self._headers = dict(options.get("headers") or {})
+        self._timeout = httpx.Timeout(options.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT),
+                                      read=options.get("idle_timeout", DEFAULT_IDLE_TIMEOUT))
+        self._session: ClientSession[T] = ClientSession(
+            options.get("cursor", 0), options.get("retry") or RetryPolicy(),
+            max_line_size=options.get("max_line_size", DEFAULT_MAX_LINE_SIZE),
+            max_event_size=options.get("max_event_size", DEFAULT_MAX_EVENT_SIZE))
+        self._closed = False
+        self._entered = False
+        self._delay = 0.0
+        self._response: httpx.Response | None = None
+        self._on_reattach = options.get("on_reattach")
+
+    @property
+    def cursor(self) -> int:
+        """The sequence of the last chunk handed to the caller (the starting cursor before any)."""
+        return self._session.handed
+
+    @property
+    def end_frame(self) -> EndFrame | None:
+        """The ``end`` frame once the stream ended (its ``status``, ``output``, ``usage``)."""
+        return self._session.end_frame
+
+    @property
+    def stats(self) -> ClientStats:
+        """Connections, re-attaches, replayed and duplicate chunks."""
+        return self._session.stats
+
+    @property
+    def last_error(self) -> BaseException | None:
+        """The error that ended the last connection that failed (None if none did)."""
+        return self._session.last_error
+
+    def _item(self, chunk: ChunkFrame) -> T:
+        self._session.hand_out(chunk)
+        if self._decode is None:
+            return chunk  # type: ignore[return-value]  # T is ChunkFrame when decode is None
+        return self._decode(chunk)
+
+    def _request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+        return client.build_request("GET", self._url, timeout=self._timeout,
+                                    headers={**self._headers, **self._session.begin()})
+
+    def _accept(self, response: httpx.Response, body: bytes) -> bool:
+        """Whether ``response`` is a stream to read (else its error is queued)."""
+        return self._session.check_response(response.status_code,
+                                            response.headers.get("content-type", ""),
+                                            response.headers.get("retry-after"), body)
+
+    def _failed(self, error: StreamwireError) -> bool:
+        """After a connection failed: True when the truncated hook must run, else the backoff
+        delay is set (or the final error raised)."""
+        if isinstance(error, StreamTruncatedError) and self._has_truncated_hook():
+            self._session.last_error = error
+            return True
+        self._delay = self._session.reattach_delay(error, time.monotonic())
+        if self._on_reattach is not None:
+            self._on_reattach(error, self._delay)
+        return False
+
+    def _snapshot(self, error: StreamTruncatedError, sequence: int | None) -> None:
+        if sequence is None:
+            raise error
+        self._session.resume_from(sequence)
+        self._delay = 0.0
+
+    def _has_truncated_hook(self) -> bool:
+        raise NotImplementedError
+
+    def _enter(self) -> None:
+        if self._entered:
+            raise UsageError("a resumable stream is read once; create a new one to read again")
+        self._entered = True
+
+
+def broke(exc: httpx.TransportError) -> str:
+    if isinstance(exc, httpx.ReadTimeout):
+        return "no byte for idle_timeout seconds"
+    return "connection broke"
