@@ -234,9 +234,12 @@ class SSEDecoder:
             if len(tail) > self._max_line:
                 overflow = len(tail)  # raised below, with the events of the complete lines
         if size > self._max_line:
-            longest = max(map(len, lines))
-            if longest > self._max_line:
-                self._line_too_long(longest, [])
+            too_long = [i for i, line in enumerate(lines) if len(line) > self._max_line]
+            if too_long:
+                # Interpret the lines before the first one over the limit (their events go into
+                # the error), then raise.
+                overflow = len(lines[too_long[0]])
+                del lines[too_long[0] :]
 
         # The hot loop: state lives in locals; the usual "name: value" line is split by one C
         # call; UTF-8 is decoded strictly first (the fast path), with replacement only if that fails.
@@ -340,21 +343,22 @@ class SSEDecoder:
     def flush(self) -> list[SSEEvent]:
         """End of stream: deliver the last event even without its closing blank line (wire v2).
 
+        The end of the stream acts as a blank line: it dispatches the open event and puts a last
+        ``id:`` line in force (``last_event_id``).
+
         The WHATWG algorithm discards an unterminated event at end of file; call ``flush`` only
         where the protocol says a last frame may lack its blank line. The decoder is done afterwards.
         """
         if self._mode & _DONE:
             return []
-        # The end of the stream ends the line (a LF is not a CRLF's tail now, and nothing is held).
-        events: list[SSEEvent] = []
+        # The end of the stream ends the last line and then, like a blank line, the last event (a LF
+        # is not a CRLF's tail now, and nothing is held back).
         self._mode = (self._mode & _FRESH) | _FLUSH
-        if self._buf:
-            rest = bytes(self._buf)  # held lines (see feed) and the unterminated last line
-            self._buf.clear()
-            events = self.feed(rest if rest[-1] == 10 else rest + b"\n")
-        if self._data is not None:
-            self._mode |= _FLUSH
-            events += self.feed(b"\n")
+        rest = bytes(self._buf)  # held lines (see feed) and the unterminated last line
+        self._buf.clear()
+        if rest and rest[-1] != 10:
+            rest += b"\n"
+        events = self.feed(rest + b"\n")
         self._finish()
         return events
 
