@@ -43,12 +43,27 @@ import anyio
 import httpx
 
 from ._client_base import StreamBase, StreamOptions, broke
-from ._client_core import ClientStats, RetryPolicy
+from ._client_core import (
+    DEFAULT_BACKOFF_INITIAL,
+    DEFAULT_BACKOFF_MAX,
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_ELAPSED,
+    ClientStats,
+    RetryPolicy,
+)
 from ._client_sync import ResumableStream
 from .errors import StreamTruncatedError
 from .frames import ChunkFrame, RewoundFrame
 
 __all__ = [
+    "DEFAULT_BACKOFF_INITIAL",
+    "DEFAULT_BACKOFF_MAX",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_MAX_ELAPSED",
     "AsyncResumableStream",
     "ClientStats",
     "ResumableStream",
