@@ -173,11 +173,16 @@ async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send
             kind = type(frame)
             if kind is ChunkFrame:
                 conn.waiting = False
+            terminal = kind in _TERMINALS
+            if terminal and conn.outcome == "open":
+                # decided before the write: a shutdown landing while it is pending must not add
+                # a second terminal (at worst this one is cut off: a drop, which re-attaches)
+                conn.outcome = "done"
             in_send = True
             await _write(conn, send, encode_stream_frame(frame))
             in_send = False
             conn.frames += 1
-            if kind in _TERMINALS:
+            if terminal:
                 return None
     except OSError:
         if not in_send:
