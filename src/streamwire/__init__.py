@@ -10,6 +10,7 @@ streams (``writer``, ``reader``, ``transport``), wire v2 frames (``frames``), th
 from __future__ import annotations
 
 from .chat import Chat, StreamEndReason, is_stream_end_reason, stop_reason_to_end_reason
+from .client import AsyncResumableStream, ClientStats, ResumableStream, RetryPolicy
 from .contract import BoundEvent, Contract, Event, Message, is_event
 from .errors import (
     ContractError,
@@ -17,6 +18,8 @@ from .errors import (
     LogLimitError,
     MalformedFrameError,
     PayloadError,
+    ResponseStatusError,
+    RetriesExhaustedError,
     SSEDecodeError,
     StreamDropError,
     StreamFailedError,
@@ -70,11 +73,13 @@ __all__ = [
     "SSE_HEADERS",
     "AbortController",
     "AbortSignal",
+    "AsyncResumableStream",
     "BoundEvent",
     "CaughtUpFrame",
     "Chat",
     "ChunkCodec",
     "ChunkFrame",
+    "ClientStats",
     "Contract",
     "ContractError",
     "EndFrame",
@@ -87,7 +92,11 @@ __all__ = [
     "Message",
     "PayloadError",
     "RemoteOutcome",
+    "ResponseStatusError",
+    "ResumableStream",
     "ResumeState",
+    "RetriesExhaustedError",
+    "RetryPolicy",
     "RewoundFrame",
     "SSEDecodeError",
     "SSEDecoder",
