@@ -487,6 +487,27 @@ async def test_internal_errors_stay_off_the_wire_unless_exposed() -> None:
                         assert resp.json() == {"error": "internal server error", "status": 500}
 
 
+async def test_a_broken_log_is_503_without_its_internals() -> None:
+    require(importlib.util.find_spec("streamwire.log.redis") is not None,
+            "needs streamwire.log.redis")
+    from streamwire.log.redis import RedisLog
+
+    with socket.socket() as closed:  # a port nobody listens on: every Redis call fails
+        closed.bind(("127.0.0.1", 0))
+        url = f"redis://127.0.0.1:{closed.getsockname()[1]}/0"
+        for expose in (False, True):
+            with serving(lambda: RedisLog(url, prefix="swtest-down"), expose_errors=expose) as srv:
+                async with httpx.AsyncClient(base_url=srv.base) as client:
+                    for resp in (await client.get("/streams/x/sse"),
+                                 await client.put("/streams/x")):
+                        assert resp.status_code == 503
+                        body = resp.json()
+                        if expose:
+                            assert body["error"] != "the stream log failed"
+                        else:
+                            assert body == {"error": "the stream log failed", "status": 503}
+
+
 async def test_cors_for_browser_readers() -> None:
     origin = "https://app.example"
     with serving(MemoryLog, cors_origins=[origin]) as srv:
