@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import shutil
 import signal
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -506,6 +508,65 @@ async def test_a_broken_log_is_503_without_its_internals() -> None:
                             assert body["error"] != "the stream log failed"
                         else:
                             assert body == {"error": "the stream log failed", "status": 503}
+
+
+@dataclass
+class PrivateRedis:
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Any) -> Iterator[PrivateRedis]:
+    """A redis-server of this test's own (so killing it disturbs nobody else)."""
+    require(importlib.util.find_spec("streamwire.log.redis") is not None
+            and shutil.which("redis-server") is not None,
+            "needs streamwire.log.redis and redis-server")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    server = PrivateRedis(f"redis://127.0.0.1:{port}/0", process)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.02)
+        yield server
+    finally:
+        server.kill()
+
+
+async def test_a_log_that_breaks_mid_stream_ends_it_with_a_recoverable_fail(
+        private_redis: PrivateRedis) -> None:
+    """The log's Redis dies while a reader is attached: the reader gets one
+    ``fail{recoverable: true}`` (re-attach from the cursor), with no internal text."""
+    from streamwire.log.redis import RedisLog
+
+    with serving(lambda: RedisLog(private_redis.url, prefix="swtest-break")) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/b")
+            await append(client, "b", "one")
+            async with sse(client, "b") as (_, items):
+                assert isinstance(await next_frame(items), ChunkFrame)
+                assert await next_frame(items) == CaughtUpFrame(head=1)
+                private_redis.kill()
+                frame = await next_frame(items)
+                assert isinstance(frame, FailFrame)
+                assert frame.recoverable is True
+                assert frame.error == "the stream log failed"
+                assert [item async for item in items if not isinstance(item, str)] == []
 
 
 async def test_cors_for_browser_readers() -> None:
