@@ -631,8 +631,8 @@ async def test_a_client_that_leaves_is_noticed_at_once() -> None:
             assert time.monotonic() - started < 1.0
 
 
-async def test_a_slow_reader_is_evicted_while_a_fast_one_keeps_up() -> None:
-    with serving(MemoryLog, send_timeout=0.5, heartbeat_interval=None) as srv:
+async def test_a_slow_reader_is_evicted_while_a_fast_one_keeps_up(backend: LogFactory) -> None:
+    with serving(backend, send_timeout=0.5, heartbeat_interval=None) as srv:
         async with httpx.AsyncClient(base_url=srv.base) as client:
             await client.put("/streams/flood")
             await append(client, "flood", "first")
