@@ -50,6 +50,9 @@ logger = logging.getLogger("streamwire.server")
 #: How long the last write of a connection (a shutdown ``fail`` frame, the closing empty body) may
 #: take before the connection is abandoned; it runs shielded from cancellation.
 CLOSE_TIMEOUT: Final = 1.0
+#: The same for an evicted consumer: its window is already full, so the closing write would only
+#: wait; past this the handler returns and the server drops the connection.
+EVICT_CLOSE_TIMEOUT: Final = 0.1
 
 SSE_RESPONSE_HEADERS: Final[list[tuple[bytes, bytes]]] = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -133,7 +136,8 @@ async def serve_frames(
         if aclose is not None:
             with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 await aclose()
-    with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+    with anyio.move_on_after(EVICT_CLOSE_TIMEOUT if conn.outcome == "evicted" else CLOSE_TIMEOUT,
+                             shield=True):
         await _close(conn, send)
 
 
