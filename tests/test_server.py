@@ -701,6 +701,29 @@ async def test_shutdown_ends_every_open_stream_with_a_recoverable_fail(backend: 
             assert time.monotonic() - started < 3.0
 
 
+async def test_drain_api_ends_streams_and_refuses_new_readers() -> None:
+    with serving(MemoryLog) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/dr")
+            async with sse(client, "dr") as (_, items):
+                assert await next_frame(items) == CaughtUpFrame(head=0)
+                loop = srv.server._loop  # the server's loop: drain() runs there
+                assert loop is not None
+                done = asyncio.run_coroutine_threadsafe(srv.app.drain(2.0), loop)
+                frame = await next_frame(items)
+                assert isinstance(frame, FailFrame)
+                assert frame.error_detail == {"code": "SERVER_SHUTDOWN"}
+            assert await anyio.to_thread.run_sync(done.result, 5) is True
+            refused = await client.get("/streams/dr/sse")
+            assert refused.status_code == 503
+            assert refused.headers["retry-after"] == "1"
+            assert "shutting down" in refused.json()["error"]
+            assert srv.app.statistics().draining is True
+            # writes still work while draining: producers finish their runs elsewhere
+            assert (await client.post("/streams/dr/end", json={"status": "completed"})
+                    ).status_code == 200
+
+
 async def test_a_connection_the_server_cancels_still_gets_its_fail_frame() -> None:
     """uvicorn's ``timeout_graceful_shutdown`` cancels the handlers it waited for: a plain
     ``uvicorn.Server`` (no drain on exit) must still end each stream with the recoverable fail."""
