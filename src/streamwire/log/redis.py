@@ -48,6 +48,7 @@ import asyncio
 import hashlib
 import math
 import secrets
+import select
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final, Literal, cast, final
@@ -109,6 +110,8 @@ DEFAULT_MAX_CONNECTIONS: Final = 32
 DEFAULT_SUBSCRIBE_TIMEOUT: Final = 10.0
 #: Entries per ``XRANGE`` page when replaying or catching up: bounds one reply's memory.
 _PAGE: Final = 512
+#: Seconds ``aclose`` waits for the subscription task to finish.
+_CLOSE_TIMEOUT: Final = 2.0
 #: Epochs remembered per ``RedisLog`` (one per recently read stream), oldest forgotten first.
 _EPOCH_MEMORY: Final = 10_000
 
@@ -316,6 +319,19 @@ def _connection(factory: ConnectionPool) -> Connection:
     return cast(Connection, factory.make_connection())  # type: ignore[no-untyped-call]
 
 
+def _readable(conn: Connection) -> bool:
+    """Whether an idle connection has anything to read (it should not: EOF or garbage)."""
+    writer: Any = getattr(conn, "_writer", None)
+    sock: Any = None if writer is None else writer.transport.get_extra_info("socket")
+    if sock is None:
+        return True
+    try:
+        ready, _, _ = select.select([sock.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
+
+
 class _NotSent(Exception):
     """The command never left this process (connecting failed): nothing was executed."""
 
@@ -344,9 +360,10 @@ class _Commands:
         async with self._slots:
             conn = self._idle.pop() if self._idle else _connection(self.factory)
             try:
-                # A connection killed while idle (CLIENT KILL, a restart) reads EOF: reconnect
-                # before sending, so a dead socket is not mistaken for an unknown outcome.
-                if conn.is_connected and await conn.can_read():
+                # A connection killed while idle (CLIENT KILL, a restart) is readable (EOF):
+                # reconnect before sending, so a dead socket is not mistaken for an unknown
+                # outcome. asyncio may not have noticed the EOF yet, so ask the socket itself.
+                if conn.is_connected and _readable(conn):
                     await conn.disconnect()
                 if not conn.is_connected:
                     await conn.connect()  # type: ignore[no-untyped-call]
@@ -565,6 +582,10 @@ class _Dispatcher:
                 self._pending.setdefault(ch, deque()).append(topic)
             self._subscribed.difference_update(gone)
             self._subscribed.update(new)
+            if not conn.is_connected:
+                # never let redis-py reconnect this socket silently: messages sent meanwhile
+                # would be lost without a trace; the listener fails and readers re-attach
+                raise LogError("the Redis subscription connection closed", retryable=True)
             if gone:
                 await conn.send_packed_command(conn.pack_command("UNSUBSCRIBE", *gone),
                                                check_health=False)
@@ -998,6 +1019,27 @@ class RedisLog:
             raise sub.error
         return sub, dispatcher
 
+    async def purge(self) -> int:
+        """Delete every key under this log's prefix (tests, tear-down); return how many.
+
+        Attached readers are not told (use ``delete_stream`` for that). Uses ``SCAN``, never
+        ``KEYS``, so a large database is not blocked.
+        """
+        pattern = self.prefix.replace("\\", "\\\\")
+        for special in "*?[]":
+            pattern = pattern.replace(special, "\\" + special)
+        deleted, cursor = 0, b"0"
+        try:
+            while True:
+                cursor, keys = await self._commands.call(
+                    "SCAN", cursor, "MATCH", pattern + ":s:*", "COUNT", 1000)
+                if keys:
+                    deleted += int(await self._commands.call("UNLINK", *keys))
+                if cursor in (b"0", 0):
+                    return deleted
+        except (_NotSent, *_REDIS_DOWN) as exc:
+            raise LogError(f"purge of {self.prefix!r} failed: {exc}", retryable=True) from exc
+
     async def aclose(self) -> None:
         """Close connections; attached readers get a recoverable ``fail`` (log closed)."""
         if self._closed:
@@ -1008,11 +1050,9 @@ class RedisLog:
         task, self._dispatch_task = self._dispatch_task, None
         if task is not None:
             task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                if not task.cancelled():
-                    raise
+            # bounded: a cancellation swallowed inside redis-py (3.11's asyncio.timeout can turn
+            # one into a TimeoutError) must not hang the close
+            await asyncio.wait({task}, timeout=_CLOSE_TIMEOUT)
         await self._commands.aclose()
 
 
