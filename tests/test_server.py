@@ -819,3 +819,19 @@ async def test_mounted_in_fastapi() -> None:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+async def test_a_client_that_leaves_mid_replay_stops_the_replay() -> None:
+    # A replay from the log never waits on anything, so the pump must yield now and then or the
+    # disconnect listener never runs and the whole backlog is written into a dead socket.
+    log = MemoryLog()
+    await log.create_stream("backlog")
+    for start in range(0, 60_000, 5_000):
+        await log.append_many("backlog", [(1, b'"%d"' % i) for i in range(start, start + 5_000)])
+    with serving(lambda: log, heartbeat_interval=None) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            async with sse(client, "backlog") as (_, items):
+                assert isinstance(await next_frame(items), ChunkFrame)
+            started = time.monotonic()
+            await wait_for(lambda: srv.app.statistics().open_connections == 0, limit=10)
+            assert time.monotonic() - started < 1.0

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any, Final, Literal, TypeAlias
 
 import anyio
+import anyio.lowlevel
 
 from .errors import LogError, StreamwireError
 from .frames import (
@@ -163,6 +164,10 @@ async def _write(conn: Connection, send: Send, data: bytes) -> None:
     conn.last_write = now
 
 
+# Yield to the event loop once every 32 frames (a power of two, tested with a mask).
+_YIELD_EVERY_MASK: Final = 31
+
+
 async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send,
                 expose_errors: bool) -> FailFrame | None:
     """Send frames until a terminal one; return a ``fail`` frame still owed, if any.
@@ -188,6 +193,11 @@ async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send
             conn.frames += 1
             if terminal:
                 return None
+            if not conn.frames & _YIELD_EVERY_MASK:
+                # A replay never waits on the log, and uvicorn's send() only suspends under flow
+                # control: without this the disconnect listener would not run until the whole
+                # backlog had been written into a dead socket.
+                await anyio.lowlevel.checkpoint()
     except OSError:
         if not in_send:
             raise
