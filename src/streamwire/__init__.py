@@ -55,6 +55,7 @@ from .frames import (
 )
 from .log import StreamInfo, StreamLog
 from .reader import StreamReader
+from .server import StreamApp, bearer_token, create_app
 from .sse import SSEDecoder, SSEEvent, encode_comment, encode_frame
 from .transport import (
     SSE_HEADERS,
@@ -111,6 +112,7 @@ __all__ = [
     "StreamInfo",
     "StreamLog",
     "StreamNotFoundError",
+    "StreamApp",
     "StreamReader",
     "StreamStateError",
     "StreamTruncatedError",
@@ -121,7 +123,9 @@ __all__ = [
     "TruncatedFrame",
     "UnknownFrame",
     "UsageError",
+    "bearer_token",
     "classify_stream_terminal",
+    "create_app",
     "create_sse_readable",
     "create_sse_writable",
     "decode_stream_frame",
