@@ -1,4 +1,4 @@
-"""Subprocess roles for the many-process Redis tests (and the fan-out benchmark).
+"""Subprocess roles for the many-process Redis tests .
 
 ``python tests/log/redis_proc.py write URL PREFIX STREAM COUNT DELAY``
     creates the stream (idempotent), appends COUNT chunks ``{"i": k}`` (step k // 10), sleeping
@@ -7,10 +7,6 @@
     reads from CURSOR and prints one JSON line per frame: ``{"seq": n, "i": k}`` for a chunk,
     ``{"caught_up": head}``, ``{"end": status}``; with STOP_AFTER > 0 it leaves after that many
     chunks and prints ``{"left_at": cursor}``.
-``python tests/log/redis_proc.py fanout URL PREFIX STREAM READERS COUNT``
-    attaches READERS readers in this one process (one subscription), prints ``{"ready": READERS}``,
-    waits for the terminal on every reader, checks each got exactly chunks 1..COUNT in order and
-    prints ``{"ok": READERS, "seconds": s}`` (or ``{"bad": ...}``).
 """
 
 from __future__ import annotations
@@ -18,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 
 import msgspec
 
@@ -59,33 +54,6 @@ async def _read(log: RedisLog, stream: str, cursor: int, stop_after: int) -> Non
             _out({"other": repr(frame)})
 
 
-async def _fanout(log: RedisLog, stream: str, readers: int, count: int) -> None:
-    ready = asyncio.Event()
-    attached = 0
-
-    async def one() -> list[int]:
-        nonlocal attached
-        seqs: list[int] = []
-        async for frame in log.read(stream, 0):
-            if isinstance(frame, ChunkFrame):
-                seqs.append(frame.sequence)
-            elif isinstance(frame, CaughtUpFrame):
-                attached += 1
-                if attached == readers:
-                    ready.set()
-        return seqs
-
-    tasks = [asyncio.ensure_future(one()) for _ in range(readers)]
-    await ready.wait()
-    _out({"ready": readers})
-    start = time.perf_counter()
-    results = await asyncio.gather(*tasks)
-    seconds = time.perf_counter() - start
-    want = list(range(1, count + 1))
-    bad = [i for i, seqs in enumerate(results) if seqs != want]
-    _out({"bad": bad[:5], "n_bad": len(bad)} if bad else {"ok": readers, "seconds": seconds})
-
-
 async def main(argv: list[str]) -> None:
     role, url, prefix, stream, *rest = argv
     log = RedisLog(url, prefix=prefix)
@@ -94,8 +62,6 @@ async def main(argv: list[str]) -> None:
             await _write(log, stream, int(rest[0]), float(rest[1]))
         elif role == "read":
             await _read(log, stream, int(rest[0]), int(rest[1]))
-        elif role == "fanout":
-            await _fanout(log, stream, int(rest[0]), int(rest[1]))
         else:
             raise SystemExit(f"unknown role {role!r}")
     finally:

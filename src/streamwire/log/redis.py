@@ -91,7 +91,6 @@ from ._common import (
 )
 
 __all__ = [
-    "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_READER_QUEUE",
     "DEFAULT_PREFIX",
     "DEFAULT_SUBSCRIBE_TIMEOUT",
@@ -103,13 +102,12 @@ DEFAULT_PREFIX: Final = "streamwire"
 #: Live messages a local reader may have queued before it stops queueing and catches up from
 #: ``XRANGE`` instead: a reader 1,024 batches behind costs a page read, never unbounded memory.
 DEFAULT_MAX_READER_QUEUE: Final = 1024
-#: Command connections per ``RedisLog`` (pub/sub has its own): callers beyond it wait their turn
-#: instead of opening one socket each (1,000 re-attaching readers must not open 1,000 sockets).
-DEFAULT_MAX_CONNECTIONS: Final = 32
 #: Seconds to wait for Redis to confirm a subscription before a reader gives up (retryable).
 DEFAULT_SUBSCRIBE_TIMEOUT: Final = 10.0
 #: Entries per ``XRANGE`` page when replaying or catching up: bounds one reply's memory.
 _PAGE: Final = 512
+#: Bytes written but not yet sent above which a caller waits for the socket (back-pressure).
+_HIGH_WATER: Final = 1 << 20
 #: Seconds ``aclose`` waits for the subscription task to finish.
 _CLOSE_TIMEOUT: Final = 2.0
 #: Epochs remembered per ``RedisLog`` (one per recently read stream), oldest forgotten first.
@@ -332,6 +330,15 @@ def _readable(conn: Connection) -> bool:
     return bool(ready)
 
 
+def _pack(args: tuple[Any, ...]) -> bytes:
+    """One command in RESP (an array of bulk strings); ints and strs as their text."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = arg if type(arg) is bytes else str(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
 class _NotSent(Exception):
     """The command never left this process (connecting failed): nothing was executed."""
 
@@ -342,55 +349,121 @@ class _NotSent(Exception):
 
 @final
 class _Commands:
-    """A small pool of raw redis-py connections: one command, one reply, no hidden retries.
+    """One command connection shared by every caller, auto-pipelined.
 
-    redis-py's client retries a command after a connection error, which could run an append
-    twice; here a failure says whether the command was sent (``_NotSent`` when it was not).
+    Each call writes its command at once and waits for its reply; a reader task matches replies
+    to callers in order (Redis answers in order), so concurrent appends share syscalls instead of
+    queueing for a connection. There are no hidden retries (redis-py's client retries after a
+    connection error, which could run an append twice): a failure says whether the command left
+    this process (``_NotSent`` when it did not).
     """
 
-    def __init__(self, url: str, max_connections: int) -> None:
+    def __init__(self, url: str) -> None:
         # RESP2: pub/sub messages arrive as replies (RESP3 would route them to push handlers)
         self.factory = ConnectionPool.from_url(url, protocol=2)  # pyright: ignore[reportUnknownMemberType]
-        self._idle: list[Connection] = []
-        self._slots = asyncio.Semaphore(max_connections)
-        self._max = max_connections
         self.url = url
+        self._conn: Connection | None = None
+        self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._out: list[bytes] = []
+        self._writer: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._opening = asyncio.Lock()
 
-    async def call(self, *args: Any) -> Any:
-        async with self._slots:
-            conn = self._idle.pop() if self._idle else _connection(self.factory)
+    async def _open(self) -> Connection:
+        async with self._opening:
+            conn = self._conn
+            if conn is not None and conn.is_connected and (self._waiting or not _readable(conn)):
+                return conn
+            # A connection killed while idle (CLIENT KILL, a restart) is readable (EOF) with no
+            # reply pending: replace it before sending, so a dead socket is not mistaken for an
+            # unknown outcome. asyncio may not have noticed the EOF yet, so ask the socket.
+            await self._drop()
+            conn = _connection(self.factory)
             try:
-                # A connection killed while idle (CLIENT KILL, a restart) is readable (EOF):
-                # reconnect before sending, so a dead socket is not mistaken for an unknown
-                # outcome. asyncio may not have noticed the EOF yet, so ask the socket itself.
-                if conn.is_connected and _readable(conn):
-                    await conn.disconnect()
-                if not conn.is_connected:
-                    await conn.connect()  # type: ignore[no-untyped-call]
+                await conn.connect()  # type: ignore[no-untyped-call]
             except _REDIS_DOWN as exc:
                 await conn.disconnect(nowait=True)
                 raise _NotSent(str(exc)) from exc
-            try:
-                await conn.send_packed_command(conn.pack_command(*args), check_health=False)
-                reply = cast(Any, await conn.read_response())
-            except redis_errors.ResponseError:
-                self._release(conn)
-                raise
-            except BaseException:
-                # cancelled or broken mid-command: the reply may still come, so never reuse it
-                await conn.disconnect(nowait=True)
-                raise
-            self._release(conn)
-            return reply
+            self._conn = conn
+            # a fresh line of replies and of unsent bytes for each connection
+            self._waiting = deque()
+            self._out = []
+            self._writer = getattr(conn, "_writer")  # noqa: B009 - redis-py keeps it private
+            self._reader = asyncio.get_running_loop().create_task(self._read(conn))
+            return conn
 
-    def _release(self, conn: Connection) -> None:
-        if len(self._idle) < self._max:
-            self._idle.append(conn)
+    async def call(self, *args: Any) -> Any:
+        conn = self._conn
+        if conn is None or not conn.is_connected or (not self._waiting and _readable(conn)):
+            conn = await self._open()
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[Any] = loop.create_future()
+        self._waiting.append(reply)
+        # Commands issued in one event-loop turn go out in one write (auto-pipelining), straight
+        # to the stream: redis-py's send wraps every write in wait_for (a task per command). A
+        # lost connection shows up in the reader, which fails the reply.
+        writer = self._writer
+        if len(self._waiting) == 1:
+            writer.write(_pack(args))  # the line was idle: no one to batch with, send now
+        else:
+            out = self._out
+            out.append(_pack(args))
+            if len(out) == 1:
+                loop.call_soon(self._flush, conn)
+        if writer.transport.get_write_buffer_size() > _HIGH_WATER:
+            try:
+                await writer.drain()
+            except BaseException:
+                reply.cancel()  # its slot stays in line; the reader skips it
+                raise
+        return await reply
+
+    def _flush(self, conn: Connection) -> None:
+        out, self._out = self._out, []
+        if conn is self._conn and out:
+            self._writer.write(b"".join(out))
+
+    async def _read(self, conn: Connection) -> None:
+        waiting = self._waiting
+        try:
+            while True:
+                try:
+                    answer = cast(Any, await conn.read_response(timeout=math.inf))
+                except redis_errors.ResponseError as exc:
+                    answer = exc
+                if not waiting:
+                    raise redis_errors.ConnectionError(f"unexpected reply from Redis: {answer!r}")
+                reply = waiting.popleft()
+                if reply.done():
+                    continue
+                if isinstance(answer, redis_errors.ResponseError):
+                    reply.set_exception(answer)
+                else:
+                    reply.set_result(answer)
+        except (Exception, asyncio.CancelledError) as exc:
+            error = exc if isinstance(exc, _REDIS_DOWN) else redis_errors.ConnectionError(
+                f"the command connection closed ({exc!r})")
+            if self._conn is conn:
+                self._conn = None
+            while waiting:
+                reply = waiting.popleft()
+                if not reply.done():
+                    reply.set_exception(error)
+            await conn.disconnect(nowait=True)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    async def _drop(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None and not reader.done():
+            reader.cancel()
+            await asyncio.wait({reader}, timeout=_CLOSE_TIMEOUT)
+        if self._conn is not None:
+            await self._conn.disconnect(nowait=True)
+            self._conn = None
 
     async def aclose(self) -> None:
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            await conn.disconnect(nowait=True)
+        await self._drop()
 
 
 # --------------------------------------------------------------------------------------------
@@ -710,7 +783,6 @@ class RedisLog:
         max_chunk_size: one chunk's bytes (``LogLimitError`` above it).
         finished_ttl: seconds a finished stream is kept (0: forever).
         max_reader_queue: live messages queued per local reader before it catches up by ``XRANGE``.
-        max_connections: command connections (the pub/sub connection is extra).
         subscribe_timeout: seconds to wait for Redis to confirm a reader's subscription.
 
     Raises ``LogError`` (chained from the redis error) when Redis cannot be reached.
@@ -726,14 +798,11 @@ class RedisLog:
         max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE,
         finished_ttl: float = DEFAULT_FINISHED_TTL,
         max_reader_queue: int = DEFAULT_MAX_READER_QUEUE,
-        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT,
     ) -> None:
         check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
-        for name, value in (("max_reader_queue", max_reader_queue),
-                            ("max_connections", max_connections)):
-            if type(value) is not int or value < 1:
-                raise UsageError(f"{name} must be a positive int, not {value!r}")
+        if type(max_reader_queue) is not int or max_reader_queue < 1:
+            raise UsageError(f"max_reader_queue must be a positive int, not {max_reader_queue!r}")
         self.url = url
         self.prefix = prefix
         self.max_chunks_per_stream = max_chunks_per_stream
@@ -742,7 +811,7 @@ class RedisLog:
         self.finished_ttl = finished_ttl
         self.max_reader_queue = max_reader_queue
         self.subscribe_timeout = subscribe_timeout
-        self._commands = _Commands(url, max_connections)
+        self._commands = _Commands(url)
         self._dispatcher: _Dispatcher | None = None
         self._dispatch_task: asyncio.Task[None] | None = None
         self._epochs: OrderedDict[str, str] = OrderedDict()
