@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +26,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from conftest import require
-from streamwire.errors import LogError, StreamNotFoundError, StreamStateError
+from streamwire.errors import LogError, StreamNotFoundError, StreamStateError, UsageError
 from streamwire.frames import (
     CaughtUpFrame,
     ChunkFrame,
@@ -475,6 +476,38 @@ async def test_an_append_that_cannot_reach_redis_says_nothing_was_stored(
         assert await log.append("s", 0, _chunk(1)) == 2
     finally:
         await log.aclose()
+
+
+async def test_a_hung_server_gives_a_timeout_error_not_a_hang(own_redis: OwnRedis) -> None:
+    log = RedisLog(own_redis.url, command_timeout=0.3)
+    try:
+        await log.create_stream("s")
+        await log.append("s", 0, _chunk(0))  # the append script is loaded
+        assert own_redis.proc is not None
+        own_redis.proc.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(LogError, match=r"command_timeout=0\.3s.*may or may not") as caught:
+                await log.append("s", 0, _chunk(1))
+            assert not caught.value.retryable  # sent: the outcome is unknown
+            with pytest.raises(LogError, match="command_timeout") as caught:
+                await log.info("s")
+            assert caught.value.retryable
+        finally:
+            own_redis.proc.send_signal(signal.SIGCONT)
+        # the late reply of the timed-out append is matched to no one; the line stays in step
+        assert (await log.info("s")).head == 2  # it did land, late
+        assert await log.append("s", 0, _chunk(2)) == 3
+    finally:
+        await log.aclose()
+
+
+def test_bad_settings_name_the_keyword() -> None:
+    with pytest.raises(UsageError, match="command_timeout"):
+        RedisLog(SHARED, command_timeout=0)
+    with pytest.raises(UsageError, match="max_reader_queue"):
+        RedisLog(SHARED, max_reader_queue=0)
+    with pytest.raises(UsageError, match="max_chunks_per_stream"):
+        RedisLog(SHARED, max_chunks_per_stream=-1)
 
 
 async def _restart_mid_stream(own_redis: OwnRedis, *, save: bool) -> tuple[Reader, list[int]]:

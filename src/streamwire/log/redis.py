@@ -91,6 +91,7 @@ from ._common import (
 )
 
 __all__ = [
+    "DEFAULT_COMMAND_TIMEOUT",
     "DEFAULT_MAX_READER_QUEUE",
     "DEFAULT_PREFIX",
     "DEFAULT_SUBSCRIBE_TIMEOUT",
@@ -102,6 +103,9 @@ DEFAULT_PREFIX: Final = "streamwire"
 #: Live messages a local reader may have queued before it stops queueing and catches up from
 #: ``XRANGE`` instead: a reader 1,024 batches behind costs a page read, never unbounded memory.
 DEFAULT_MAX_READER_QUEUE: Final = 1024
+#: Seconds to wait for the reply to one command: Redis answers in microseconds, a 1,000-entry
+#: page in milliseconds; ten seconds means the server is hung or unreachable.
+DEFAULT_COMMAND_TIMEOUT: Final = 10.0
 #: Seconds to wait for Redis to confirm a subscription before a reader gives up (retryable).
 DEFAULT_SUBSCRIBE_TIMEOUT: Final = 10.0
 #: Entries per ``XRANGE`` page when replaying or catching up: bounds one reply's memory.
@@ -306,6 +310,8 @@ _SCRIPTS: Final = {name: _Script(src) for name, src in (
     ("append", _APPEND), ("create", _CREATE), ("finish", _FINISH), ("cleanup", _CLEANUP),
     ("restart", _RESTART), ("delete", _DELETE), ("page", _PAGE_SCRIPT))}
 
+#: Scripts that change nothing (or nothing twice): safe to retry after an unknown outcome.
+_READ_ONLY: Final = frozenset({"page", "create"})
 _REDIS_DOWN: Final = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
 _terminal_json: Final = msgspec.json.Encoder()
 _end_decoder: Final = msgspec.json.Decoder(EndFrame)
@@ -358,7 +364,8 @@ class _Commands:
     this process (``_NotSent`` when it did not).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, timeout: float) -> None:
+        self.timeout = timeout
         # RESP2: pub/sub messages arrive as replies (RESP3 would route them to push handlers)
         self.factory = ConnectionPool.from_url(url, protocol=2)  # pyright: ignore[reportUnknownMemberType]
         self.url = url
@@ -410,13 +417,17 @@ class _Commands:
             out.append(_pack(args))
             if len(out) == 1:
                 loop.call_soon(self._flush, conn)
-        if writer.transport.get_write_buffer_size() > _HIGH_WATER:
-            try:
-                await writer.drain()
-            except BaseException:
-                reply.cancel()  # its slot stays in line; the reader skips it
-                raise
-        return await reply
+        try:
+            async with asyncio.timeout(self.timeout):
+                if writer.transport.get_write_buffer_size() > _HIGH_WATER:
+                    await writer.drain()
+                return await reply
+        except TimeoutError:
+            raise redis_errors.TimeoutError(
+                f"no reply within command_timeout={self.timeout}s (raise command_timeout= on "
+                "the log if Redis is just slow)") from None
+        finally:
+            reply.cancel()  # no-op once answered; else its slot stays in line, the reader skips it
 
     def _flush(self, conn: Connection) -> None:
         out, self._out = self._out, []
@@ -784,6 +795,8 @@ class RedisLog:
         finished_ttl: seconds a finished stream is kept (0: forever).
         max_reader_queue: live messages queued per local reader before it catches up by ``XRANGE``.
         subscribe_timeout: seconds to wait for Redis to confirm a reader's subscription.
+        command_timeout: seconds to wait for the reply to one command (a hung server raises
+            ``LogError`` instead of hanging the caller).
 
     Raises ``LogError`` (chained from the redis error) when Redis cannot be reached.
     """
@@ -799,10 +812,16 @@ class RedisLog:
         finished_ttl: float = DEFAULT_FINISHED_TTL,
         max_reader_queue: int = DEFAULT_MAX_READER_QUEUE,
         subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT,
+        command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
     ) -> None:
         check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
         if type(max_reader_queue) is not int or max_reader_queue < 1:
             raise UsageError(f"max_reader_queue must be a positive int, not {max_reader_queue!r}")
+        for name, seconds in (("subscribe_timeout", subscribe_timeout),
+                              ("command_timeout", command_timeout)):
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not (
+                    0 < seconds < math.inf):
+                raise UsageError(f"{name} must be a number of seconds > 0, not {seconds!r}")
         self.url = url
         self.prefix = prefix
         self.max_chunks_per_stream = max_chunks_per_stream
@@ -811,7 +830,7 @@ class RedisLog:
         self.finished_ttl = finished_ttl
         self.max_reader_queue = max_reader_queue
         self.subscribe_timeout = subscribe_timeout
-        self._commands = _Commands(url)
+        self._commands = _Commands(url, command_timeout)
         self._dispatcher: _Dispatcher | None = None
         self._dispatch_task: asyncio.Task[None] | None = None
         self._epochs: OrderedDict[str, str] = OrderedDict()
@@ -848,8 +867,11 @@ class RedisLog:
         except redis_errors.ResponseError as exc:
             raise _map_reply(exc, stream_id, what) from None
         except _REDIS_DOWN as exc:
+            if name in _READ_ONLY:
+                raise LogError(f"{what} on stream {stream_id!r}: Redis at {self.url} failed "
+                               f"({exc}); retry", retryable=True) from exc
             raise LogError(
-                f"{what} on stream {stream_id!r}: the connection to Redis at {self.url} broke "
+                f"{what} on stream {stream_id!r}: the connection to Redis at {self.url} failed "
                 f"after the command was sent ({exc}); it may or may not have been applied "
                 "(compare info().head before retrying)") from exc
         return reply
