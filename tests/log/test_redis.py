@@ -489,7 +489,7 @@ async def test_a_hung_server_gives_a_timeout_error_not_a_hang(own_redis: OwnRedi
             with pytest.raises(LogError, match=r"command_timeout=0\.3s.*may or may not") as caught:
                 await log.append("s", 0, _chunk(1))
             assert not caught.value.retryable  # sent: the outcome is unknown
-            with pytest.raises(LogError, match="command_timeout") as caught:
+            with pytest.raises(LogError) as caught:  # a new connection times out too
                 await log.info("s")
             assert caught.value.retryable
         finally:

@@ -367,10 +367,13 @@ class _Commands:
     def __init__(self, url: str, timeout: float) -> None:
         self.timeout = timeout
         # RESP2: pub/sub messages arrive as replies (RESP3 would route them to push handlers)
-        self.factory = ConnectionPool.from_url(url, protocol=2)  # pyright: ignore[reportUnknownMemberType]
+        self.factory = ConnectionPool.from_url(  # pyright: ignore[reportUnknownMemberType]
+            url, protocol=2, socket_timeout=timeout, socket_connect_timeout=timeout)
         self.url = url
         self._conn: Connection | None = None
         self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._deadlines: deque[float] = deque()
+        self._watch: asyncio.TimerHandle | None = None
         self._out: list[bytes] = []
         self._writer: Any = None
         self._reader: asyncio.Task[None] | None = None
@@ -394,6 +397,7 @@ class _Commands:
             self._conn = conn
             # a fresh line of replies and of unsent bytes for each connection
             self._waiting = deque()
+            self._deadlines = deque()
             self._out = []
             self._writer = getattr(conn, "_writer")  # noqa: B009 - redis-py keeps it private
             self._reader = asyncio.get_running_loop().create_task(self._read(conn))
@@ -406,6 +410,10 @@ class _Commands:
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[Any] = loop.create_future()
         self._waiting.append(reply)
+        deadline = loop.time() + self.timeout
+        self._deadlines.append(deadline)
+        if self._watch is None:
+            self._watch = loop.call_at(deadline, self._check, conn)
         # Commands issued in one event-loop turn go out in one write (auto-pipelining), straight
         # to the stream: redis-py's send wraps every write in wait_for (a task per command). A
         # lost connection shows up in the reader, which fails the reply.
@@ -418,16 +426,34 @@ class _Commands:
             if len(out) == 1:
                 loop.call_soon(self._flush, conn)
         try:
-            async with asyncio.timeout(self.timeout):
-                if writer.transport.get_write_buffer_size() > _HIGH_WATER:
-                    await writer.drain()
-                return await reply
-        except TimeoutError:
-            raise redis_errors.TimeoutError(
-                f"no reply within command_timeout={self.timeout}s (raise command_timeout= on "
-                "the log if Redis is just slow)") from None
+            if writer.transport.get_write_buffer_size() > _HIGH_WATER:
+                await writer.drain()
+            return await reply
         finally:
             reply.cancel()  # no-op once answered; else its slot stays in line, the reader skips it
+
+    def _check(self, conn: Connection) -> None:
+        """The watchdog (one timer per connection, not one per command): replies come in order,
+        so when the oldest is overdue Redis is hung or unreachable; fail every waiting command
+        and drop the connection."""
+        self._watch = None
+        waiting, deadlines = self._waiting, self._deadlines
+        if conn is not self._conn or not waiting:
+            return
+        loop = asyncio.get_running_loop()
+        if deadlines[0] > loop.time():
+            self._watch = loop.call_at(deadlines[0], self._check, conn)
+            return
+        error = redis_errors.TimeoutError(
+            f"no reply within command_timeout={self.timeout}s (raise command_timeout= on the "
+            "log if Redis is just slow)")
+        self._conn = None
+        while waiting:
+            reply = waiting.popleft()
+            deadlines.popleft()
+            if not reply.done():
+                reply.set_exception(error)
+        self._writer.transport.abort()
 
     def _flush(self, conn: Connection) -> None:
         out, self._out = self._out, []
@@ -435,7 +461,7 @@ class _Commands:
             self._writer.write(b"".join(out))
 
     async def _read(self, conn: Connection) -> None:
-        waiting = self._waiting
+        waiting, deadlines = self._waiting, self._deadlines
         try:
             while True:
                 try:
@@ -445,6 +471,7 @@ class _Commands:
                 if not waiting:
                     raise redis_errors.ConnectionError(f"unexpected reply from Redis: {answer!r}")
                 reply = waiting.popleft()
+                deadlines.popleft()
                 if reply.done():
                     continue
                 if isinstance(answer, redis_errors.ResponseError):
@@ -458,6 +485,7 @@ class _Commands:
                 self._conn = None
             while waiting:
                 reply = waiting.popleft()
+                deadlines.popleft()
                 if not reply.done():
                     reply.set_exception(error)
             await conn.disconnect(nowait=True)
@@ -817,11 +845,8 @@ class RedisLog:
         check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
         if type(max_reader_queue) is not int or max_reader_queue < 1:
             raise UsageError(f"max_reader_queue must be a positive int, not {max_reader_queue!r}")
-        for name, seconds in (("subscribe_timeout", subscribe_timeout),
-                              ("command_timeout", command_timeout)):
-            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not (
-                    0 < seconds < math.inf):
-                raise UsageError(f"{name} must be a number of seconds > 0, not {seconds!r}")
+        _check_seconds("subscribe_timeout", subscribe_timeout)
+        _check_seconds("command_timeout", command_timeout)
         self.url = url
         self.prefix = prefix
         self.max_chunks_per_stream = max_chunks_per_stream
@@ -1145,6 +1170,12 @@ class RedisLog:
             # one into a TimeoutError) must not hang the close
             await asyncio.wait({task}, timeout=_CLOSE_TIMEOUT)
         await self._commands.aclose()
+
+
+def _check_seconds(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            0 < value < math.inf):
+        raise UsageError(f"{name} must be a number of seconds > 0, not {value!r}")
 
 
 def _map_reply(exc: redis_errors.ResponseError, stream_id: str, what: str) -> LogError:
