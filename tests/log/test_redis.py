@@ -319,6 +319,26 @@ async def test_delete_reaches_a_reader_in_another_process(
         await other.aclose()
 
 
+async def test_markers_and_terminals_reach_readers_of_another_process(
+        log: RedisLog, prefix: str) -> None:
+    other = RedisLog(SHARED, prefix=prefix)
+    try:
+        await log.create_stream("s")
+        await log.append_many("s", [(0, _chunk(0)), (1, _chunk(1))])
+        frames = other.read("s", 0)
+        assert _seqs(await _until_caught_up(frames)) == [1, 2]
+        await log.append("s", 2, _chunk(2))
+        rewound = await log.cleanup_to_step("s", 1)
+        await log.append("s", 2, _chunk(3))
+        await log.end_stream("s", "paused", state={"k": 1})
+        rest = await _collect(frames)
+        # chunk 3 was removed before this reader took it, or reached it just before the cleanup
+        assert [f for f in rest if not isinstance(f, ChunkFrame) or f.sequence != 3] == [
+            rewound, ChunkFrame(4, msgspec.Raw(_chunk(3))), EndFrame("paused", state={"k": 1})]
+    finally:
+        await other.aclose()
+
+
 # -- many processes --------------------------------------------------------------------------
 
 

@@ -679,7 +679,10 @@ class _Dispatcher:
         for topic in self.topics.values():
             topic.ready.set()
             for sub in topic.subs:
-                sub.fail(error)
+                # one exception object per reader: each raises it from its own task
+                own = LogError(str(error), retryable=True)
+                own.__cause__ = cause
+                sub.fail(own)
         self.topics.clear()
 
     async def _control(self, conn: Connection) -> None:
@@ -981,7 +984,7 @@ class RedisLog:
             payload = _terminal_json.encode(frame)
         except (TypeError, msgspec.EncodeError) as exc:
             raise UsageError(f"the {status} payload must be JSON-serialisable: {exc}") from None
-        ttl = round(self.finished_ttl * 1000)
+        ttl = math.ceil(self.finished_ttl * 1000)  # 0 keeps it; a tiny TTL is still one
         await self._run("finish", stream_id, status, payload, ttl, kind,
                         what=f"end ({status})")
 
