@@ -197,8 +197,8 @@ async def _worker(prefix: str, readers: int) -> None:
 async def _amain(rounds: int) -> str:
     prefix = f"swbench:{uuid.uuid4().hex}"
     xadd_key = f"{prefix}:redis-benchmark"
-    limit = await asyncio.to_thread(redis_benchmark_xadd, xadd_key)
     try:
+        limit = await asyncio.to_thread(redis_benchmark_xadd, xadd_key)
         rates = await append_rates(prefix, rounds)
         seconds, readers, ok = await fanout(prefix)
     finally:
