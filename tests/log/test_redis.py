@@ -521,6 +521,25 @@ async def test_a_hung_server_gives_a_timeout_error_not_a_hang(own_redis: OwnRedi
         await log.aclose()
 
 
+async def test_a_silent_dead_subscription_is_found_by_ping(own_redis: OwnRedis) -> None:
+    log = RedisLog(own_redis.url, health_interval=0.2)
+    try:
+        await log.create_stream("s")
+        frames = log.read("s", 0)
+        await _until_caught_up(frames)
+        await anyio.sleep(0.5)  # quiet, but answering PINGs: still attached
+        assert own_redis.proc is not None
+        own_redis.proc.send_signal(signal.SIGSTOP)  # now silent and deaf
+        try:
+            with anyio.fail_after(5), pytest.raises(LogError, match="PING") as caught:
+                await anext(frames)
+            assert caught.value.retryable
+        finally:
+            own_redis.proc.send_signal(signal.SIGCONT)
+    finally:
+        await log.aclose()
+
+
 def test_bad_settings_name_the_keyword() -> None:
     with pytest.raises(UsageError, match="command_timeout"):
         RedisLog(SHARED, command_timeout=0)

@@ -92,6 +92,7 @@ from ._common import (
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
+    "DEFAULT_HEALTH_INTERVAL",
     "DEFAULT_MAX_READER_QUEUE",
     "DEFAULT_PREFIX",
     "DEFAULT_SUBSCRIBE_TIMEOUT",
@@ -106,6 +107,9 @@ DEFAULT_MAX_READER_QUEUE: Final = 1024
 #: Seconds to wait for the reply to one command: Redis answers in microseconds, a 1,000-entry
 #: page in milliseconds; ten seconds means the server is hung or unreachable.
 DEFAULT_COMMAND_TIMEOUT: Final = 10.0
+#: Seconds of silence on the subscription before it is PINGed (and again before it is given up
+#: when no PONG came): a half-open connection is found within two intervals, not never.
+DEFAULT_HEALTH_INTERVAL: Final = 15.0
 #: Seconds to wait for Redis to confirm a subscription before a reader gives up (retryable).
 DEFAULT_SUBSCRIBE_TIMEOUT: Final = 10.0
 #: Entries per ``XRANGE`` page when replaying or catching up: bounds one reply's memory.
@@ -627,9 +631,12 @@ class _Dispatcher:
     readers and fans each message out to them. Any connection error ends every attached reader
     with a retryable ``LogError``; the next reader starts a fresh dispatcher."""
 
-    def __init__(self, factory: ConnectionPool, max_queue: int) -> None:
+    def __init__(self, factory: ConnectionPool, max_queue: int, health_interval: float) -> None:
         self._factory = factory
         self._max_queue = max_queue
+        self._health = health_interval
+        self._ping_at: float | None = None
+        self._heard = 0.0  # loop time of the last reply on the subscription
         self.topics: dict[bytes, _Topic] = {}
         self._subscribed: set[bytes] = set()
         self._pending: dict[bytes, deque[_Topic]] = {}
@@ -686,8 +693,25 @@ class _Dispatcher:
         self.topics.clear()
 
     async def _control(self, conn: Connection) -> None:
+        loop = asyncio.get_running_loop()
+        self._heard = loop.time()
         while True:
-            await self._wake.wait()
+            # wake at the latest after one interval (a timer, not asyncio.timeout: 3.11's can
+            # swallow a cancellation that lands as it expires)
+            timer = loop.call_later(self._health, self._wake.set)
+            try:
+                await self._wake.wait()
+            finally:
+                timer.cancel()
+            # a quiet subscription may be a dead one (a half-open TCP connection delivers
+            # nothing, forever): PING it, and give up when a PING got no PONG in time
+            now = loop.time()
+            if self._ping_at is not None and now - self._ping_at >= self._health:
+                raise LogError(f"the Redis subscription did not answer PING within "
+                               f"health_interval={self._health}s", retryable=True)
+            if self._ping_at is None and now - self._heard >= self._health:
+                self._ping_at = now
+                await conn.send_packed_command(conn.pack_command("PING"), check_health=False)
             self._wake.clear()
             new = [ch for ch, t in self.topics.items() if not t.sent]
             gone = [ch for ch in self._subscribed if ch not in self.topics]
@@ -710,9 +734,11 @@ class _Dispatcher:
 
     async def _listen(self, conn: Connection) -> None:
         max_queue = self._max_queue
+        loop = asyncio.get_running_loop()
         while True:
             raw = cast(Any, await conn.read_response(timeout=math.inf))
-            if type(raw) is not list or len(cast(list[bytes], raw)) < 3:
+            self._heard = loop.time()
+            if type(raw) is not list or len(cast(list[bytes], raw)) < 2:
                 raise LogError(f"unexpected reply on the Redis subscription: {raw!r}")
             reply = cast(list[bytes], raw)
             kind, channel = reply[0], reply[1]
@@ -728,6 +754,8 @@ class _Dispatcher:
                     waiting.popleft().ready.set()
                     if not waiting:
                         del self._pending[channel]
+            elif kind == b"pong":
+                self._ping_at = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -828,6 +856,8 @@ class RedisLog:
         subscribe_timeout: seconds to wait for Redis to confirm a reader's subscription.
         command_timeout: seconds to wait for the reply to one command (a hung server raises
             ``LogError`` instead of hanging the caller).
+        health_interval: seconds of silence after which the subscription is PINGed; no PONG
+            within another interval ends the attached readers with a retryable ``LogError``.
 
     Raises ``LogError`` (chained from the redis error) when Redis cannot be reached.
     """
@@ -844,12 +874,15 @@ class RedisLog:
         max_reader_queue: int = DEFAULT_MAX_READER_QUEUE,
         subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT,
         command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
+        health_interval: float = DEFAULT_HEALTH_INTERVAL,
     ) -> None:
         check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
         if type(max_reader_queue) is not int or max_reader_queue < 1:
             raise UsageError(f"max_reader_queue must be a positive int, not {max_reader_queue!r}")
         _check_seconds("subscribe_timeout", subscribe_timeout)
         _check_seconds("command_timeout", command_timeout)
+        _check_seconds("health_interval", health_interval)
+        self.health_interval = health_interval
         self.url = url
         self.prefix = prefix
         self.max_chunks_per_stream = max_chunks_per_stream
@@ -1117,8 +1150,8 @@ class RedisLog:
         dispatcher = self._dispatcher
         if dispatcher is None or dispatcher.dead is not None:
             # the previous dispatcher (if any) ended; its task finished on its own
-            dispatcher = self._dispatcher = _Dispatcher(self._commands.factory,
-                                                         self.max_reader_queue)
+            dispatcher = self._dispatcher = _Dispatcher(
+                self._commands.factory, self.max_reader_queue, self.health_interval)
             self._dispatch_task = asyncio.get_running_loop().create_task(dispatcher.run())
         topic = dispatcher.want(channel)
         sub = _Sub()
