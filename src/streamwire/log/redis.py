@@ -576,9 +576,11 @@ class _Sub:
             # chunks queued before a cleanup may be gone: the reader re-reads them from XRANGE
             # (survivors only), so it never takes a chunk the cleanup removed before it took it
             self.queue = deque(i for i in self.queue if i.kind != "c")
-        elif item.trimmed and self.queue:
+        elif item.trimmed and self.queue and (
+                self.queue[0].kind != "c" or self.queue[0].number <= item.trimmed):
             # retention removed chunks this reader has queued but not taken: drop them, so it
-            # finds the gap, reads the floor and gets ``truncated`` as on every backend
+            # finds the gap, reads the floor and gets ``truncated`` as on every backend (queued
+            # batches are in sequence order, so the head of the queue says whether any is hit)
             trimmed = item.trimmed
             self.queue = deque(i for i in self.queue if i.kind != "c" or i.number > trimmed)
         if len(self.queue) >= limit:
