@@ -463,6 +463,71 @@ class StreamLogContract:
         with pytest.raises(StreamStateError):
             await log.reactivate_stream("s")  # already active
 
+    async def test_random_operations_match_a_model(self, log: StreamLog) -> None:
+        """Seeded random appends, batches, cleanups, ends, reactivations and resets; after each,
+        a reader from a random cursor gets exactly what a tiny model of decision 1 predicts."""
+        rng = random.Random(1)
+        await log.create_stream("s")
+        retained: list[tuple[int, int]] = []  # (sequence, step)
+        head = run_start = 0
+        marker: int | None = None
+        active = True
+        truncated = 0
+        for _ in range(150):
+            op = rng.random()
+            if active and op < 0.35:
+                step = rng.randint(0, 3)
+                head = await log.append("s", step, chunk_of(head + 1))
+                retained.append((head, step))
+            elif active and op < 0.5:
+                steps = [rng.randint(0, 3) for _ in range(rng.randint(1, 3))]
+                seqs = await log.append_many("s", [(st, chunk_of(head + i + 1))
+                                                   for i, st in enumerate(steps)])
+                assert seqs == list(range(head + 1, head + len(steps) + 1))
+                retained.extend(zip(seqs, steps, strict=True))
+                head = seqs[-1]
+            elif op < 0.62:
+                step = rng.randint(0, 3)
+                rewound = await log.cleanup_to_step("s", step)
+                assert (rewound.at_step, rewound.at_sequence) == (step, head)
+                retained = [(seq, st) for seq, st in retained if st <= step]
+                marker = step
+            elif op < 0.72 and active:
+                await log.end_stream("s", "paused")
+                active = False
+            elif op < 0.8 and not active:
+                await log.reactivate_stream("s")
+                active, marker = True, None
+            elif op < 0.85:
+                await log.reset_stream("s")
+                retained, run_start, marker, active = [], head, None, True
+            floor = retained[0][0] - 1 if retained else head
+            info = await log.info("s")
+            assert (info.head, info.floor, info.truncated_at_step, info.status) == (
+                head, floor, marker, "active" if active else "paused")
+            cursor = rng.choice([0, run_start, rng.randint(0, head)])
+            frames = log.read("s", cursor)
+            try:
+                got: list[StreamFrame] = []
+                with anyio.fail_after(GUARD):
+                    async for frame in frames:
+                        got.append(frame)
+                        if isinstance(frame, CaughtUpFrame) and active:
+                            break
+            finally:
+                await _aclose(frames)
+            if marker is not None and max(cursor, run_start) < floor:
+                assert got == [TruncatedFrame(floor=floor)], (cursor, got)
+                truncated += 1
+                continue
+            want: list[StreamFrame] = [ChunkFrame(seq, msgspec.Raw(chunk_of(seq)))
+                                       for seq, _ in retained if seq > cursor]
+            want.append(CaughtUpFrame(head))
+            if not active:
+                want.append(EndFrame("paused"))
+            assert got == want, (cursor, got, want)
+        assert truncated >= 5  # the seed exercises decision 1, not only the happy path
+
     # -- G4: rewound while attached, read through the reader machine ------------------------
 
     async def _resume_frames(
