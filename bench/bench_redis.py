@@ -214,10 +214,11 @@ async def _amain(rounds: int) -> str:
         rows.append(["redis-benchmark XADD (50 clients, the limit)", limit, "1.00"])
     for name, rate in rates:
         rows.append([name, rate, f"{rate / limit:.2f}" if limit else "n/a"])
-    best = max(rate for _, rate in rates)
+    # like for like: 50 concurrent clients, one chunk per request, as redis-benchmark runs
+    same = dict(rates)["append, 50 concurrent writers (as redis-benchmark)"]
     verdict = ("n/a (redis-benchmark not installed)" if limit is None
-               else f"{best / limit:.2f}x the XADD rate ({'meets' if best >= 0.3 * limit else 'below'}"
-                    " the 0.3x bar)")
+               else f"{same / limit:.2f}x the XADD rate with 50 concurrent writers, one chunk "
+                    f"per append ({'meets' if same >= 0.3 * limit else 'below'} the 0.3x bar)")
     delivered = readers * FANOUT_CHUNKS
     fan_rows = [[f"{FANOUT_CHUNKS} chunks to 2 x {FANOUT_READERS} readers",
                  "every chunk to every reader, in order" if ok else "MISSING OR OUT OF ORDER",
@@ -227,7 +228,7 @@ async def _amain(rounds: int) -> str:
         f"{machine_line(['redis', 'msgspec'])}; Redis at {URL}; median of {rounds} rounds of "
         f"{APPENDS} appends of {len(CHUNK)} B chunks.", "",
         table("Append throughput (appends/s)", ["what", "appends/s", "x limit"], rows),
-        f"Best append: {verdict}.", "",
+        f"Append: {verdict}.", "",
         table("Fan-out of one stream, two processes", ["run", "verified", "seconds",
                                                         "deliveries/s"], fan_rows),
     ])
