@@ -466,12 +466,21 @@ class StreamLogContract:
     async def test_random_operations_match_a_model(self, log: StreamLog) -> None:
         """Seeded random appends, batches, cleanups, ends, reactivations and resets; after each,
         a reader from a random cursor gets exactly what a tiny model of decision 1 predicts."""
-        rng = random.Random(1)
+        await self._random_operations(log, None)
+
+    async def test_random_operations_with_retention_match_a_model(
+            self, make_log: LogFactory) -> None:
+        """The same with ``max_chunks_per_stream=6``: trimming moves the floor too."""
+        await self._random_operations(await make_log(max_chunks_per_stream=6), 6)
+
+    async def _random_operations(self, log: StreamLog, limit: int | None) -> None:
+        rng = random.Random(1 if limit is None else 2)
         await log.create_stream("s")
         retained: list[tuple[int, int]] = []  # (sequence, step)
         head = run_start = 0
         marker: int | None = None
         active = True
+        trimmed = False
         truncated = 0
         for _ in range(150):
             op = rng.random()
@@ -500,7 +509,10 @@ class StreamLogContract:
                 active, marker = True, None
             elif op < 0.85:
                 await log.reset_stream("s")
-                retained, run_start, marker, active = [], head, None, True
+                retained, run_start, marker, active, trimmed = [], head, None, True, False
+            if limit is not None and len(retained) > limit:
+                del retained[:-limit]
+                trimmed = True
             floor = retained[0][0] - 1 if retained else head
             info = await log.info("s")
             assert (info.head, info.floor, info.truncated_at_step, info.status) == (
@@ -516,7 +528,7 @@ class StreamLogContract:
                             break
             finally:
                 await _aclose(frames)
-            if marker is not None and max(cursor, run_start) < floor:
+            if (marker is not None or trimmed) and max(cursor, run_start) < floor:
                 assert got == [TruncatedFrame(floor=floor)], (cursor, got)
                 truncated += 1
                 continue
