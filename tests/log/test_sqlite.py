@@ -238,3 +238,21 @@ async def test_many_tasks_appending_are_committed_together(tmp_path: Path) -> No
         assert sorted(seqs) == list(range(1, 1001))
         await log.end_stream("s")
         assert len(_chunks(await read_all(log, "s"))) == 1000
+
+
+async def test_cancelled_calls_leave_no_gap_and_aclose_stops_the_worker(tmp_path: Path) -> None:
+    log = SQLiteLog(tmp_path / "log.db")
+    await log.create_stream("s")
+    for n in range(20):  # cancel appends at random points: each is stored whole or not at all
+        with anyio.move_on_after(0.0001 * n):
+            await log.append("s", 0, chunk_of(n))
+    head = (await log.info("s")).head
+    await log.append("s", 0, b"0")
+    await log.end_stream("s")
+    frames = await read_all(log, "s")
+    assert [seq for seq, _ in _chunks(frames)] == list(range(1, head + 2))
+    thread = log._thread
+    assert thread is not None
+    assert thread.is_alive()
+    await log.aclose()
+    assert not thread.is_alive()
