@@ -239,7 +239,8 @@ class SQLiteLog:
         max_chunk_size: the largest chunk ``append`` accepts (``LogLimitError`` past it).
         finished_ttl: seconds a finished stream is kept (0: forever).
         synchronous: ``"NORMAL"`` (survives a process crash) or ``"FULL"`` (also power loss).
-        poll_interval: seconds before a waiting reader looks for other processes' changes.
+        poll_interval: seconds before a waiting reader looks for other processes' changes and
+            for a dead writer (``math.inf``: never; in-process changes always wake it at once).
         busy_timeout: seconds to wait for another process's write lock.
     """
 
