@@ -40,11 +40,13 @@ from streamwire.sse import SSEDecoder, encode_frame
 SEED = 20261130
 Key = tuple[str, str, str]  # (event type, data, lastEventId)
 
-_WORDS = (
-    "the a stream of tokens arrives quickly over one connection and every chunk carries its "
-    "sequence so readers resume where they left off without loss or repeats café naïve "
-    "東京 データ 🙂 ok"
-).split()
+# Mostly English, with some non-ASCII (Latin-1, CJK, an emoji) so that pieces cut characters.
+_WORDS = [
+    "the", "a", "stream", "of", "tokens", "arrives", "quickly", "over", "one", "connection",
+    "and", "every", "chunk", "carries", "its", "sequence", "so", "readers", "resume", "where",
+    "they", "left", "off", "without", "loss", "or", "repeats", "café", "naïve", "東京", "データ",
+    "🙂", "ok",
+]
 
 
 # -- workloads ---------------------------------------------------------------------------------
@@ -241,7 +243,7 @@ def bench_decoders(rounds: int) -> tuple[str, dict[str, dict[str, float]]]:
             verdicts[name] = got if isinstance(got, str) else check(load.expected, got)
             if verdicts[name].startswith("CRASH"):
                 continue
-            times[name] = median_time(lambda fn=fn: fn(load.pieces), rounds=rounds)
+            times[name] = median_time(lambda fn=fn, load=load: fn(load.pieces), rounds=rounds)
         ours = times["streamwire"]
         speedups[load.name] = {n: t / ours for n, t in times.items() if n != "streamwire"}
         for name, verdict in verdicts.items():
@@ -284,8 +286,7 @@ def bench_big_event(rounds: int) -> tuple[str, float]:
 
 
 def encoder_inputs() -> dict[str, list[tuple[str | None, str, str | None]]]:
-    rng = random.Random(SEED)
-    text, expected = llm_stream(rng)
+    _, expected = llm_stream(random.Random(SEED))
     llm = [(e, d, i) for e, d, i in expected]
     big = [("attachment", d, i) for _, d, i in data_url_stream(random.Random(SEED))[1]]
     return {"(a) llm events": llm, "(b) 2 MB data URLs": big}
@@ -324,7 +325,7 @@ def bench_encoders(rounds: int) -> str:
             # Every encoder's output must decode (by streamwire's WHATWG decoder) to the events.
             decoded = keys(run_streamwire(frames))
             verdict = check(want, decoded)
-            times[enc_name] = t = median_time(lambda fn=fn: fn(events), rounds=rounds)
+            times[enc_name] = t = median_time(lambda fn=fn, ev=events: fn(ev), rounds=rounds)
             size = sum(map(len, frames))
             rows.append([name, enc_name, verdict, f"{t * 1e3:.2f}",
                          f"{len(events) / t:,.0f}", f"{size / t / 1e6:.1f}",

@@ -478,7 +478,8 @@ TOKENS = [
     b"data", b"id", b"event", b"retry", b":", b": ", b" ", b"\n", b"\r", b"\r\n", b"\n\n",
     b"x", b"12", b"\x00", b"\xef\xbb\xbf", b"\xe2\x82", b"\xac", b"\xff", b"-", b"data: ",
     b"id: ", b"event: ", b"retry: ", b": ping\n\n", b"data: abc\n", b"event: chunk\n",
-    b"id: 7\n",
+    b"id: 7\n", b"event: chunk\nid: 8\ndata: {}\n\n", b"event: other\ndata: y\n\n",
+    b"id: 9\ndata: z\n\n", b"data: w\n\n",
 ]
 streams = st.one_of(
     st.lists(st.sampled_from(TOKENS), max_size=60).map(b"".join),

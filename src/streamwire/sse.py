@@ -164,6 +164,8 @@ class SSEDecoder:
             if len(buf) > self._limit:
                 self._overlong()
             return []
+        if type(data) is not bytes:
+            data = bytes(data)
         buf = self._buf
         mode = self._mode
         if mode:
@@ -175,7 +177,8 @@ class SSEDecoder:
                 if data[0] == 10 and not buf:
                     return self.feed(data[1:])
         elif (
-            len(buf) + len(data) + self._data_size <= self._hold_limit
+            len(data) < self._hold_limit
+            and len(buf) + len(data) + self._data_size <= self._hold_limit
             and 13 not in data
             and data.count(10) == 1
         ):
@@ -188,18 +191,26 @@ class SSEDecoder:
             if first == 100 or first == 105 or first == 101:  # d, i, e
                 buf += data
                 return []
-        if len(buf) >= _LONG_LINE and buf.startswith(b"data:"):
-            return self._end_long_data_line(data)
+        return self._lines(data, mode)
+
+    def _lines(self, data: bytes, mode: int) -> list[SSEEvent]:
+        """Interpret ``data`` (which holds a line end) after the buffered start of its first line.
+
+        Kept apart from ``feed`` so that feed's frame stays small: most feeds of a slow stream
+        take feed's first few lines only.
+        """
+        buf = self._buf
+        if buf:
+            if len(buf) >= _LONG_LINE and buf.startswith(b"data:"):
+                return self._end_long_data_line(data)
+            if 10 in buf:  # lines held back by earlier feeds
+                buf += data
+                data = bytes(buf)
+                buf.clear()
 
         # Split the new bytes into lines. The last piece (b"" when they end with a line end) is the
         # start of the next line and goes into the buffer; what the buffer held (never a line
         # end) is the start of the first line.
-        if buf and 10 in buf:  # lines held back by earlier feeds
-            buf += data
-            data = bytes(buf)
-            buf.clear()
-        elif type(data) is not bytes:
-            data = bytes(data)
         new_mode = 0
         if 13 in data:
             if data[-1] == 13:
@@ -228,12 +239,12 @@ class SSEDecoder:
             if mode & _FRESH and lines[0].startswith(_BOM):  # one BOM, at stream start only
                 lines[0] = lines[0][3:]
         tail = lines.pop()
-        overflow = 0
         if tail:
             buf += tail
+        overflow = 0
+        if size > self._max_line:
             if len(tail) > self._max_line:
                 overflow = len(tail)  # raised below, with the events of the complete lines
-        if size > self._max_line:
             too_long = [i for i, line in enumerate(lines) if len(line) > self._max_line]
             if too_long:
                 # Interpret the lines before the first one over the limit (their events go into
