@@ -36,7 +36,7 @@ def _new_log(backend: str, tmp_path: Path, n: int, limits: dict[str, Any]) -> St
         from streamwire.log.sqlite import SQLiteLog
 
         return SQLiteLog(tmp_path / f"log{n}.db", **limits)
-    from streamwire.log.redis import RedisLog  # type: ignore[import-not-found,unused-ignore]
+    from streamwire.log.redis import RedisLog
 
     log: StreamLog = RedisLog(url=REDIS_URL, prefix=f"swtest:{uuid.uuid4().hex}:", **limits)
     return log
@@ -64,4 +64,7 @@ async def make_log(backend: str, tmp_path: Path, anyio_backend: str) -> AsyncIte
 
     yield make
     for log in logs:
+        purge = getattr(log, "purge", None)  # RedisLog: leave no keys in the shared server
+        if purge is not None:
+            await purge()
         await log.aclose()
