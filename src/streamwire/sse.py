@@ -283,14 +283,13 @@ class SSEDecoder:
                 continue
             name, _, raw = line.partition(b": ")
             if name == b"data":
-                try:
-                    value = raw.decode()
-                except UnicodeDecodeError:
-                    value = raw.decode("utf-8", "replace")
                 if data_ is None:
-                    data_ = value
+                    try:
+                        data_ = raw.decode()
+                    except UnicodeDecodeError:
+                        data_ = raw.decode("utf-8", "replace")
                 else:
-                    more.append(value)
+                    more.append(raw.decode("utf-8", "replace"))
             elif name == b"id":
                 if not (nul and 0 in raw):  # an id containing NUL is ignored
                     try:
