@@ -382,6 +382,20 @@ def test_held_lines_do_not_count_towards_the_next_line() -> None:
         decoder.feed(b"z" * 35)
 
 
+def test_held_lines_stay_bounded() -> None:
+    # A peer that sends id lines forever in tiny pieces: what is held back must stay small
+    # (white-box: the buffer is the only place held bytes live).
+    decoder = SSEDecoder()
+    stream = b"event: e\nid: 1\n" * 5000 + b"data: x\n\n"
+    largest = 0
+    events: list[SSEEvent] = []
+    for i in range(0, len(stream), 3):
+        events += decoder.feed(stream[i : i + 3])
+        largest = max(largest, len(decoder._buf))
+    assert largest <= 300
+    assert keys(events) == [("e", "x", "1")]
+
+
 @pytest.mark.parametrize("piece_size", [1, 5, 64, 100_000])
 def test_an_event_over_max_event_size_raises_with_the_earlier_events(piece_size: int) -> None:
     stream = b"data: first\n\n" + b"data: 0123456789\n" * 20 + b"\n"
