@@ -666,3 +666,13 @@ def test_encode_comment() -> None:
     decoder = SSEDecoder(on_comment=seen.append)
     assert decoder.feed(encode_comment("a\nb") + encode_comment()) == []
     assert seen == ["a", "b", ""]
+
+
+def test_held_lines_before_a_long_data_line() -> None:
+    big = b"y" * 100_000
+    pieces = [b"event: e\n", b"data: a\n", b"data: "]
+    pieces += [big[i : i + 1000] for i in range(0, len(big), 1000)]
+    pieces += [b"\n", b"\n"]
+    events, _, _ = run(pieces)
+    assert keys(events) == [("e", "a\n" + big.decode(), "")]
+    assert reference(b"".join(pieces))[0] == events

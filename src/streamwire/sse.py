@@ -215,12 +215,12 @@ class SSEDecoder:
         """
         buf = self._buf
         if buf:
-            if len(buf) >= _LONG_LINE and buf.startswith(b"data:"):
-                return self._end_long_data_line(data)
             if 10 in buf:  # lines held back by earlier feeds
                 buf += data
                 data = bytes(buf)
                 buf.clear()
+            elif len(buf) >= _LONG_LINE and buf.startswith(b"data:"):
+                return self._end_long_data_line(data)
 
         # Split the new bytes into lines. The last piece (b"" when they end with a line end) is the
         # start of the next line and goes into the buffer; what the buffer held (never a line
