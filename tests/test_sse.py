@@ -676,3 +676,27 @@ def test_held_lines_before_a_long_data_line() -> None:
     events, _, _ = run(pieces)
     assert keys(events) == [("e", "a\n" + big.decode(), "")]
     assert reference(b"".join(pieces))[0] == events
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_long_lines_mixed_with_frames_in_random_pieces(seed: int) -> None:
+    rng = random.Random(seed)
+    long_lines = [
+        b"data: " + b"z" * 70_000 + b"\n",
+        b"data:" + b"w" * 66_000,
+        b": " + b"c" * 70_000 + b"\n",
+        b"id: " + b"7" * 65_600 + b"\n",
+        b"data: " + "é".encode() * 40_000 + b"\r\n",
+    ]
+    short = [b"event: chunk\n", b"id: 5\n", b"data: x\n", b"\n", b"\r\n", b"\r", b": ping\n",
+             b"retry: 10\n", b"data: a\ndata: b\n", b"x"]
+    items = [rng.choice(short) if rng.random() < 0.8 else rng.choice(long_lines) for _ in range(12)]
+    data = b"".join(items)
+    pieces: list[bytes] = []
+    i = 0
+    while i < len(data):
+        size = rng.choice([rng.randint(1, 7), rng.randint(1, 5000), rng.randint(1000, 40_000)])
+        pieces.append(data[i : i + size])
+        i += size
+    for flush in (False, True):
+        assert run(pieces, flush=flush) == reference(data, flush=flush)
