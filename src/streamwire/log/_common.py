@@ -22,6 +22,7 @@ __all__ = [
     "FINISHED",
     "behind_frame",
     "check_cursor",
+    "check_end_status",
     "check_limits",
     "check_step",
     "closed_frame",
@@ -119,6 +120,12 @@ def coerce_chunk(chunk: object, max_chunk_size: int) -> bytes:
         raise PayloadError(f"a chunk must be one JSON value: {exc}", event="chunk",
                            raw=chunk) from None
     return chunk
+
+
+def check_end_status(status: object) -> None:
+    """An ``end`` frame's status is one of the three the seed names."""
+    if status not in ("completed", "paused", "interrupted"):
+        raise UsageError(f"end status must be completed, paused or interrupted, not {status!r}")
 
 
 def end_payload(output: Any, state: Any, usage: dict[str, Any] | None) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from ._common import (
     FINISHED,
     behind_frame,
     check_cursor,
+    check_end_status,
     check_limits,
     check_step,
     closed_frame,
@@ -304,8 +305,7 @@ class MemoryLog:
         usage: dict[str, Any] | None = None,
     ) -> None:
         """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
-        if status not in ("completed", "paused", "interrupted"):
-            raise UsageError(f"end status must be completed, paused or interrupted, not {status!r}")
+        check_end_status(status)
         st = self._active(stream_id)
         self._finish(st, status, end_payload(output, state, usage))
 

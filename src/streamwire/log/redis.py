@@ -81,6 +81,7 @@ from ._common import (
     DEFAULT_MAX_CHUNKS_PER_STREAM,
     FINISHED,
     check_cursor,
+    check_end_status,
     check_limits,
     check_step,
     closed_frame,
@@ -996,8 +997,7 @@ class RedisLog:
         usage: dict[str, Any] | None = None,
     ) -> None:
         """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
-        if status not in ("completed", "paused", "interrupted"):
-            raise UsageError(f"end status must be completed, paused or interrupted, not {status!r}")
+        check_end_status(status)
         frame = EndFrame(status=status, output=output, state=state, usage=usage)
         await self._finish(stream_id, status, frame, "e")
 

@@ -58,6 +58,7 @@ from ._common import (
     FINISHED,
     behind_frame,
     check_cursor,
+    check_end_status,
     check_limits,
     check_step,
     closed_frame,
@@ -697,8 +698,7 @@ class SQLiteLog:
         usage: dict[str, Any] | None = None,
     ) -> None:
         """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
-        if status not in ("completed", "paused", "interrupted"):
-            raise UsageError(f"end status must be completed, paused or interrupted, not {status!r}")
+        check_end_status(status)
         await self._call(self._end_sql, stream_id, status, end_payload(output, state, usage))
         self._notify(stream_id)
 
