@@ -71,6 +71,7 @@ from ._common import (
     terminal_frame,
     truncated_frame,
 )
+from ._sqlite_schema import COLUMNS, SCHEMA, Row
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "SQLiteLog"]
 
@@ -88,62 +89,12 @@ MAX_MARKERS: Final = 1024
 #: Calls the worker commits in one transaction at most.
 MAX_GROUP: Final = 256
 
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS streams (
-    key INTEGER PRIMARY KEY,
-    id TEXT NOT NULL UNIQUE,
-    status TEXT NOT NULL,
-    head INTEGER NOT NULL,
-    run_start INTEGER NOT NULL,
-    marker INTEGER,
-    trimmed INTEGER NOT NULL,
-    trim_floor INTEGER NOT NULL,
-    epoch TEXT NOT NULL,
-    payload BLOB,
-    expires_at REAL,
-    owner_pid INTEGER NOT NULL,
-    owner_token TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS chunks (
-    skey INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER NOT NULL, chunk BLOB NOT NULL,
-    PRIMARY KEY (skey, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS markers (
-    skey INTEGER NOT NULL, idx INTEGER NOT NULL, at_step INTEGER NOT NULL,
-    at_sequence INTEGER NOT NULL, min_sequence INTEGER,
-    PRIMARY KEY (skey, idx)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS streams_expiry ON streams (expires_at) WHERE expires_at IS NOT NULL;
-"""
-
-#: ``head`` is the counter: MAX(sequence), or the stored head when chunks were deleted.
-_COLUMNS: Final = (
-    "key, id, status, "
-    "MAX(head, COALESCE((SELECT MAX(seq) FROM chunks WHERE skey = streams.key), 0)), "
-    "run_start, marker, trimmed, trim_floor, epoch, payload, expires_at, owner_pid, owner_token")
-
 #: Tokens of the SQLiteLog instances open in this process (their streams' writer is alive).
 _LIVE_TOKENS: set[str] = set()
 
 _T = TypeVar("_T")
 _json_encode = msgspec.json.encode
 _json_decode = msgspec.json.decode
-
-
-class _Row(msgspec.Struct, array_like=True, gc=False):
-    key: int
-    id: str
-    status: StreamStatus
-    head: int
-    run_start: int
-    marker: int | None
-    trimmed: int
-    trim_floor: int
-    epoch: str
-    payload: bytes | None
-    expires_at: float | None
-    owner_pid: int
-    owner_token: str
 
 
 @final
@@ -298,7 +249,7 @@ class SQLiteLog:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            conn.executescript(_SCHEMA)  # idempotent; executescript commits on its own
+            conn.executescript(SCHEMA)  # idempotent; executescript commits on its own
             conn.execute("BEGIN IMMEDIATE")
             self._fail_gone_writers(conn)
             self._sweep(conn)
@@ -437,24 +388,24 @@ class SQLiteLog:
         conn.execute("DELETE FROM markers WHERE skey = ?", (key,))
         conn.execute("DELETE FROM streams WHERE key = ?", (key,))
 
-    def _row(self, conn: sqlite3.Connection, stream_id: str) -> _Row:
-        found = conn.execute(f"SELECT {_COLUMNS} FROM streams WHERE id = ?",
+    def _row(self, conn: sqlite3.Connection, stream_id: str) -> Row:
+        found = conn.execute(f"SELECT {COLUMNS} FROM streams WHERE id = ?",
                              (stream_id,)).fetchone()
         if found is None:
             raise StreamNotFoundError(stream_id)
-        row = _Row(*found)
+        row = Row(*found)
         if row.expires_at is not None and row.expires_at <= time.time():
             raise StreamNotFoundError(stream_id)  # expired: the next sweep deletes it
         return row
 
-    def _active_row(self, conn: sqlite3.Connection, stream_id: str) -> _Row:
+    def _active_row(self, conn: sqlite3.Connection, stream_id: str) -> Row:
         row = self._row(conn, stream_id)
         if row.status != "active":
             raise StreamStateError(f"stream {stream_id!r} is {row.status}, not active: "
                                    "reset_stream or reactivate_stream starts it again")
         return row
 
-    def _floor(self, conn: sqlite3.Connection, row: _Row) -> tuple[int, int | None]:
+    def _floor(self, conn: sqlite3.Connection, row: Row) -> tuple[int, int | None]:
         oldest: int | None = conn.execute("SELECT MIN(seq) FROM chunks WHERE skey = ?",
                                           (row.key,)).fetchone()[0]
         return (row.head if oldest is None else oldest - 1), oldest
@@ -596,11 +547,11 @@ class SQLiteLog:
     def _poll_sql(self, conn: sqlite3.Connection, stream_id: str, reader: _Reader,
                   check_writer: bool) -> tuple[list[StreamFrame], bool]:
         """The reader's next frames and whether they end it; ``[]`` means: wait."""
-        found = conn.execute(f"SELECT {_COLUMNS} FROM streams WHERE id = ?",
+        found = conn.execute(f"SELECT {COLUMNS} FROM streams WHERE id = ?",
                              (stream_id,)).fetchone()
         if found is None or found[0] != reader.key:
             return [deleted_frame()], True
-        row = _Row(*found)
+        row = Row(*found)
         pos = reader.pos
         if row.trim_floor > pos:  # retention removed a chunk this reader still lacked
             return [truncated_frame(self._floor(conn, row)[0])], True

@@ -1,0 +1,210 @@
+"""The command connection of ``RedisLog``: one auto-pipelined connection shared by every caller,
+with a reply watchdog and no hidden retries (``NotSent`` says a command never left)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import select
+from collections import deque
+from typing import Any, Final, cast, final
+
+from redis import exceptions as redis_errors
+from redis.asyncio.connection import Connection, ConnectionPool
+
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "REDIS_DOWN",
+    "Commands",
+    "NotSent",
+    "connection",
+]
+
+#: Bytes written but not yet sent above which a caller waits for the socket (back-pressure).
+_HIGH_WATER: Final = 1 << 20
+#: Seconds ``aclose`` waits for the subscription task to finish.
+CLOSE_TIMEOUT: Final = 2.0
+REDIS_DOWN: Final = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
+
+
+def connection(factory: ConnectionPool) -> Connection:
+    return cast(Connection, factory.make_connection())  # type: ignore[no-untyped-call]
+
+
+def _readable(conn: Connection) -> bool:
+    """Whether an idle connection has anything to read (it should not: EOF or garbage)."""
+    writer: Any = getattr(conn, "_writer", None)
+    sock: Any = None if writer is None else writer.transport.get_extra_info("socket")
+    if sock is None:
+        return True
+    try:
+        ready, _, _ = select.select([sock.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
+
+
+def _pack(args: tuple[Any, ...]) -> bytes:
+    """One command in RESP (an array of bulk strings); ints and strs as their text."""
+    parts = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        data = arg if type(arg) is bytes else str(arg).encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
+
+
+class NotSent(Exception):
+    """The command never left this process (connecting failed): nothing was executed."""
+
+
+
+@final
+class Commands:
+    """One command connection shared by every caller, auto-pipelined.
+
+    Each call writes its command at once and waits for its reply; a reader task matches replies
+    to callers in order (Redis answers in order), so concurrent appends share syscalls instead of
+    queueing for a connection. There are no hidden retries (redis-py's client retries after a
+    connection error, which could run an append twice): a failure says whether the command left
+    this process (``NotSent`` when it did not).
+    """
+
+    def __init__(self, url: str, timeout: float) -> None:
+        self.timeout = timeout
+        # RESP2: pub/sub messages arrive as replies (RESP3 would route them to push handlers)
+        self.factory = ConnectionPool.from_url(  # pyright: ignore[reportUnknownMemberType]
+            url, protocol=2, socket_timeout=timeout, socket_connect_timeout=timeout)
+        self.url = url
+        self._conn: Connection | None = None
+        self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._deadlines: deque[float] = deque()
+        self._watch: asyncio.TimerHandle | None = None
+        self._out: list[bytes] = []
+        self._writer: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._opening = asyncio.Lock()
+
+    async def _open(self) -> Connection:
+        async with self._opening:
+            conn = self._conn
+            if conn is not None and conn.is_connected and (self._waiting or not _readable(conn)):
+                return conn
+            # A connection killed while idle (CLIENT KILL, a restart) is readable (EOF) with no
+            # reply pending: replace it before sending, so a dead socket is not mistaken for an
+            # unknown outcome. asyncio may not have noticed the EOF yet, so ask the socket.
+            await self._drop()
+            conn = connection(self.factory)
+            try:
+                await conn.connect()  # type: ignore[no-untyped-call]
+            except REDIS_DOWN as exc:
+                await conn.disconnect(nowait=True)
+                raise NotSent(str(exc)) from exc
+            self._conn = conn
+            # a fresh line of replies and of unsent bytes for each connection
+            self._waiting = deque()
+            self._deadlines = deque()
+            self._out = []
+            self._writer = getattr(conn, "_writer")  # noqa: B009 - redis-py keeps it private
+            self._reader = asyncio.get_running_loop().create_task(self._read(conn))
+            return conn
+
+    async def call(self, *args: Any) -> Any:
+        conn = self._conn
+        if conn is None or not conn.is_connected or (not self._waiting and _readable(conn)):
+            conn = await self._open()
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[Any] = loop.create_future()
+        self._waiting.append(reply)
+        deadline = loop.time() + self.timeout
+        self._deadlines.append(deadline)
+        if self._watch is None:
+            self._watch = loop.call_at(deadline, self._check, conn)
+        # Commands issued in one event-loop turn go out in one write (auto-pipelining), straight
+        # to the stream: redis-py's send wraps every write in wait_for (a task per command). A
+        # lost connection shows up in the reader, which fails the reply.
+        writer = self._writer
+        if len(self._waiting) == 1:
+            writer.write(_pack(args))  # the line was idle: no one to batch with, send now
+        else:
+            out = self._out
+            out.append(_pack(args))
+            if len(out) == 1:
+                loop.call_soon(self._flush, conn)
+        try:
+            if writer.transport.get_write_buffer_size() > _HIGH_WATER:
+                await writer.drain()
+            return await reply
+        finally:
+            reply.cancel()  # no-op once answered; else its slot stays in line, the reader skips it
+
+    def _check(self, conn: Connection) -> None:
+        """The watchdog (one timer per connection, not one per command): replies come in order,
+        so when the oldest is overdue Redis is hung or unreachable; fail every waiting command
+        and drop the connection."""
+        self._watch = None
+        waiting, deadlines = self._waiting, self._deadlines
+        if conn is not self._conn or not waiting:
+            return
+        loop = asyncio.get_running_loop()
+        if deadlines[0] > loop.time():
+            self._watch = loop.call_at(deadlines[0], self._check, conn)
+            return
+        error = redis_errors.TimeoutError(
+            f"no reply within command_timeout={self.timeout}s (raise command_timeout= on the "
+            "log if Redis is just slow)")
+        self._conn = None
+        while waiting:
+            reply = waiting.popleft()
+            deadlines.popleft()
+            if not reply.done():
+                reply.set_exception(error)
+        self._writer.transport.abort()
+
+    def _flush(self, conn: Connection) -> None:
+        out, self._out = self._out, []
+        if conn is self._conn and out:
+            self._writer.write(b"".join(out))
+
+    async def _read(self, conn: Connection) -> None:
+        waiting, deadlines = self._waiting, self._deadlines
+        try:
+            while True:
+                try:
+                    answer = cast(Any, await conn.read_response(timeout=math.inf))
+                except redis_errors.ResponseError as exc:
+                    answer = exc
+                if not waiting:
+                    raise redis_errors.ConnectionError(f"unexpected reply from Redis: {answer!r}")
+                reply = waiting.popleft()
+                deadlines.popleft()
+                if reply.done():
+                    continue
+                if isinstance(answer, redis_errors.ResponseError):
+                    reply.set_exception(answer)
+                else:
+                    reply.set_result(answer)
+        except (Exception, asyncio.CancelledError) as exc:
+            error = exc if isinstance(exc, REDIS_DOWN) else redis_errors.ConnectionError(
+                f"the command connection closed ({exc!r})")
+            if self._conn is conn:
+                self._conn = None
+            while waiting:
+                reply = waiting.popleft()
+                deadlines.popleft()
+                if not reply.done():
+                    reply.set_exception(error)
+            await conn.disconnect(nowait=True)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    async def _drop(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None and not reader.done():
+            reader.cancel()
+            await asyncio.wait({reader}, timeout=CLOSE_TIMEOUT)
+        if self._conn is not None:
+            await self._conn.disconnect(nowait=True)
+            self._conn = None
+
+    async def aclose(self) -> None:
+        await self._drop()

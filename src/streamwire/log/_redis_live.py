@@ -1,0 +1,369 @@
+"""Live delivery for ``RedisLog``: the per-process pub/sub dispatcher, its topics and local
+readers' bounded queues, the parsed live messages, and the atomic page plus the reader's merge of
+replay and live by sequence."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from typing import Any, Final, cast, final
+
+import msgspec
+from redis.asyncio.connection import Connection, ConnectionPool
+
+from ..errors import LogError
+from ..frames import ChunkFrame, EndFrame, FailFrame, RewoundFrame, StreamFrame, TerminalFrame
+from . import StreamStatus
+from ._common import FINISHED, deleted_frame, truncated_frame
+from ._redis_commands import connection
+
+__all__ = [
+    "CLOSED",
+    "OVERFLOW",
+    "PAGE",
+    "Dispatcher",
+    "Live",
+    "Merge",
+    "Page",
+    "Sub",
+    "rewound_decoder",
+]
+
+#: Entries per ``XRANGE`` page when replaying or catching up: bounds one reply's memory.
+PAGE: Final = 512
+_end_decoder: Final = msgspec.json.Decoder(EndFrame)
+_fail_decoder: Final = msgspec.json.Decoder(FailFrame)
+rewound_decoder: Final = msgspec.json.Decoder(RewoundFrame)
+
+
+# --------------------------------------------------------------------------------------------
+# Live messages and the per-process dispatcher
+
+
+@final
+class Live:
+    """One parsed pub/sub message, shared by every local reader of the stream."""
+
+    __slots__ = ("epoch", "frames", "kind", "number", "trimmed")
+
+    def __init__(self, kind: str, epoch: str, number: int,
+                 frames: tuple[StreamFrame, ...], trimmed: int = 0) -> None:
+        self.kind = kind        # c chunks, e end, f fail, w rewound, x deleted
+        self.epoch = epoch
+        self.number = number    # c: first sequence; e/f: head; w: cleanup count
+        self.frames = frames
+        self.trimmed = trimmed  # c: the highest sequence retention had removed after the append
+
+
+def _parse_live(data: bytes) -> Live:
+    nl = data.index(b"\n")
+    head = data[1:nl].split(b" ")
+    kind, epoch, number, body = chr(data[0]), head[0].decode(), int(head[1]), data[nl + 1:]
+    frames: tuple[StreamFrame, ...]
+    if kind == "c":
+        out: list[StreamFrame] = []
+        pos = 0
+        for i, size in enumerate(head[2].split(b",")):
+            end = pos + int(size)
+            out.append(ChunkFrame(sequence=number + i, chunk=msgspec.Raw(body[pos:end])))
+            pos = end
+        return Live(kind, epoch, number, tuple(out), int(head[3]))
+    elif kind == "e":
+        frames = (_end_decoder.decode(body),)
+    elif kind == "f":
+        frames = (_fail_decoder.decode(body),)
+    elif kind == "w":
+        frames = (rewound_decoder.decode(body),)
+    else:
+        frames = ()
+    return Live(kind, epoch, number, frames)
+
+
+OVERFLOW: Final = Live("o", "", 0, ())
+CLOSED: Final = Live("z", "", 0, ())
+
+
+@final
+class Sub:
+    """One local reader's bounded queue of live messages."""
+
+    __slots__ = ("ended", "error", "overflow", "queue", "wake")
+
+    def __init__(self) -> None:
+        self.queue: deque[Live] = deque()
+        self.wake = asyncio.Event()
+        self.overflow = False
+        self.ended = False
+        self.error: BaseException | None = None
+
+    def push(self, item: Live, limit: int) -> None:
+        if self.overflow or self.ended:
+            return
+        if item.kind == "w":
+            # chunks queued before a cleanup may be gone: the reader re-reads them from XRANGE
+            # (survivors only), so it never takes a chunk the cleanup removed before it took it
+            self.queue = deque(i for i in self.queue if i.kind != "c")
+        elif item.trimmed and self.queue and (
+                self.queue[0].kind != "c" or self.queue[0].number <= item.trimmed):
+            # retention removed chunks this reader has queued but not taken: drop them, so it
+            # finds the gap, reads the floor and gets ``truncated`` as on every backend (queued
+            # batches are in sequence order, so the head of the queue says whether any is hit)
+            trimmed = item.trimmed
+            self.queue = deque(i for i in self.queue if i.kind != "c" or i.number > trimmed)
+        if len(self.queue) >= limit:
+            # stop queueing: the reader catches up from XRANGE (never unbounded, never lost)
+            self.overflow = True
+            self.queue.clear()
+        else:
+            self.queue.append(item)
+        self.wake.set()
+
+    def fail(self, error: BaseException | None) -> None:
+        """End the reader: with ``error`` raised, or (None) with the log's closed frame."""
+        if self.ended:
+            return
+        self.ended = True
+        self.error = error
+        self.queue.clear()
+        self.queue.append(CLOSED)
+        self.wake.set()
+
+    async def next(self) -> Live:
+        while True:
+            if self.error is not None:
+                raise self.error
+            if self.overflow:
+                self.overflow = False
+                self.queue.clear()
+                return OVERFLOW
+            if self.queue:
+                return self.queue.popleft()
+            self.wake.clear()
+            await self.wake.wait()
+
+
+@final
+class _Topic:
+    """The process's subscription to one stream's channel and its local readers."""
+
+    __slots__ = ("ready", "sent", "subs")
+
+    def __init__(self) -> None:
+        self.subs: set[Sub] = set()
+        self.sent = False
+        self.ready = asyncio.Event()
+
+
+@final
+class Dispatcher:
+    """One pub/sub connection for the whole ``RedisLog``: subscribes a channel while it has local
+    readers and fans each message out to them. Any connection error ends every attached reader
+    with a retryable ``LogError``; the next reader starts a fresh dispatcher."""
+
+    def __init__(self, factory: ConnectionPool, max_queue: int, health_interval: float) -> None:
+        self._factory = factory
+        self._max_queue = max_queue
+        self._health = health_interval
+        self._ping_at: float | None = None
+        self._heard = 0.0  # loop time of the last reply on the subscription
+        self.topics: dict[bytes, _Topic] = {}
+        self._subscribed: set[bytes] = set()
+        self._pending: dict[bytes, deque[_Topic]] = {}
+        self._wake = asyncio.Event()
+        self.dead: BaseException | None = None
+
+    def want(self, channel: bytes) -> _Topic:
+        topic = self.topics.get(channel)
+        if topic is None:
+            topic = self.topics[channel] = _Topic()
+            self._wake.set()
+        return topic
+
+    def drop(self, channel: bytes, sub: Sub) -> None:
+        topic = self.topics.get(channel)
+        if topic is not None:
+            topic.subs.discard(sub)
+            if not topic.subs:
+                del self.topics[channel]
+                self._wake.set()
+
+    async def run(self) -> None:
+        conn = connection(self._factory)
+        try:
+            await conn.connect()  # type: ignore[no-untyped-call]
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._control(conn))
+                await self._listen(conn)
+        except asyncio.CancelledError:
+            self._die(LogError("the Redis log was closed", retryable=True))
+            raise
+        except Exception as exc:  # a TaskGroup's ExceptionGroup or a connect error
+            cause: BaseException = exc
+            if isinstance(exc, ExceptionGroup):
+                cause = cast(BaseException, exc.exceptions[0])  # pyright: ignore[reportUnknownMemberType]
+            self._die(LogError(f"the Redis subscription broke ({cause}); re-attach from the "
+                               "cursor", retryable=True), cause)
+        finally:
+            await conn.disconnect(nowait=True)
+
+    def _die(self, error: LogError, cause: BaseException | None = None) -> None:
+        if self.dead is not None:
+            return
+        if cause is not None:
+            error.__cause__ = cause
+        self.dead = error
+        for topic in self.topics.values():
+            topic.ready.set()
+            for sub in topic.subs:
+                # one exception object per reader: each raises it from its own task
+                own = LogError(str(error), retryable=True)
+                own.__cause__ = cause
+                sub.fail(own)
+        self.topics.clear()
+
+    async def _control(self, conn: Connection) -> None:
+        loop = asyncio.get_running_loop()
+        self._heard = loop.time()
+        while True:
+            # wake at the latest after one interval (a timer, not asyncio.timeout: 3.11's can
+            # swallow a cancellation that lands as it expires)
+            timer = loop.call_later(self._health, self._wake.set)
+            try:
+                await self._wake.wait()
+            finally:
+                timer.cancel()
+            # a quiet subscription may be a dead one (a half-open TCP connection delivers
+            # nothing, forever): PING it, and give up when a PING got no PONG in time
+            now = loop.time()
+            if self._ping_at is not None and now - self._ping_at >= self._health:
+                raise LogError(f"the Redis subscription did not answer PING within "
+                               f"health_interval={self._health}s", retryable=True)
+            if self._ping_at is None and now - self._heard >= self._health:
+                self._ping_at = now
+                await conn.send_packed_command(conn.pack_command("PING"), check_health=False)
+            self._wake.clear()
+            new = [ch for ch, t in self.topics.items() if not t.sent]
+            gone = [ch for ch in self._subscribed if ch not in self.topics]
+            for ch in new:
+                topic = self.topics[ch]
+                topic.sent = True
+                self._pending.setdefault(ch, deque()).append(topic)
+            self._subscribed.difference_update(gone)
+            self._subscribed.update(new)
+            if not conn.is_connected:
+                # never let redis-py reconnect this socket silently: messages sent meanwhile
+                # would be lost without a trace; the listener fails and readers re-attach
+                raise LogError("the Redis subscription connection closed", retryable=True)
+            if gone:
+                await conn.send_packed_command(conn.pack_command("UNSUBSCRIBE", *gone),
+                                               check_health=False)
+            if new:
+                await conn.send_packed_command(conn.pack_command("SUBSCRIBE", *new),
+                                               check_health=False)
+
+    async def _listen(self, conn: Connection) -> None:
+        max_queue = self._max_queue
+        loop = asyncio.get_running_loop()
+        while True:
+            raw = cast(Any, await conn.read_response(timeout=math.inf))
+            self._heard = loop.time()
+            if type(raw) is not list or len(cast(list[bytes], raw)) < 2:
+                raise LogError(f"unexpected reply on the Redis subscription: {raw!r}")
+            reply = cast(list[bytes], raw)
+            kind, channel = reply[0], reply[1]
+            if kind == b"message":
+                topic = self.topics.get(channel)
+                if topic is not None and topic.subs:
+                    item = _parse_live(reply[2])
+                    for sub in topic.subs:
+                        sub.push(item, max_queue)
+            elif kind == b"subscribe":
+                waiting = self._pending.get(channel)
+                if waiting:
+                    waiting.popleft().ready.set()
+                    if not waiting:
+                        del self._pending[channel]
+            elif kind == b"pong":
+                self._ping_at = None
+
+
+# --------------------------------------------------------------------------------------------
+# Pages and the reader's merge state
+
+
+@final
+class Page:
+    """Meta and one ``XRANGE`` page, read atomically."""
+
+    __slots__ = ("entries", "epoch", "floor", "head", "low", "marker", "meta", "nrew", "run",
+                 "status", "tfloor")
+
+    status: StreamStatus
+
+    def __init__(self, reply: list[Any]) -> None:
+        raw = reply[0]
+        meta: dict[bytes, bytes] = dict(zip(raw[::2], raw[1::2], strict=True))
+        self.meta = meta
+        self.epoch = meta[b"epoch"].decode()
+        self.head = int(meta[b"head"])
+        self.status = cast(StreamStatus, meta[b"status"].decode())
+        self.run = int(meta[b"run"])
+        self.tfloor = int(meta[b"tfloor"])
+        self.nrew = int(meta[b"nrew"])
+        marker = meta.get(b"marker")
+        self.marker = None if marker is None else int(marker)
+        low = int(reply[1])
+        self.low = low or None
+        self.floor = low - 1 if low else self.head
+        flat: list[bytes] = reply[2]
+        self.entries = [(int(flat[i][:-2]), flat[i + 1]) for i in range(0, len(flat), 2)]
+
+    def terminal(self) -> TerminalFrame:
+        term = self.meta[b"term"]
+        return _fail_decoder.decode(term) if self.status == "failed" else _end_decoder.decode(term)
+
+    def rewound(self) -> RewoundFrame:
+        return rewound_decoder.decode(self.meta[b"rw"])
+
+
+@final
+class Merge:
+    """Where one reader is: everything up to ``covered`` was delivered or is known absent."""
+
+    __slots__ = ("covered", "epoch", "nrew")
+
+    def __init__(self, covered: int, epoch: str, nrew: int) -> None:
+        self.covered = covered
+        self.epoch = epoch
+        self.nrew = nrew
+
+    def apply(self, page: Page | None) -> tuple[list[StreamFrame], bool, bool]:
+        """Frames from a catch-up page, whether the reader is done, whether more pages follow."""
+        if page is None:
+            return [deleted_frame()], True, False
+        if page.epoch != self.epoch or page.tfloor > self.covered:
+            # recreated after its data was lost, or retention trimmed what this reader lacks
+            return [truncated_frame(page.floor)], True, False
+        frames: list[StreamFrame] = []
+        rewound = page.rewound() if page.nrew > self.nrew else None
+        for seq, chunk in page.entries:
+            if seq <= self.covered:
+                continue
+            if rewound is not None and rewound.at_sequence is not None and (
+                    seq > rewound.at_sequence):
+                frames.append(rewound)
+                self.nrew, rewound = page.nrew, None
+            frames.append(ChunkFrame(sequence=seq, chunk=msgspec.Raw(chunk)))
+            self.covered = seq
+        if len(page.entries) == PAGE:
+            return frames, False, True
+        if rewound is not None:
+            frames.append(rewound)
+            self.nrew = page.nrew
+        self.covered = max(self.covered, page.head)
+        if page.status in FINISHED:
+            frames.append(page.terminal())
+            return frames, True, False
+        return frames, False, False
+

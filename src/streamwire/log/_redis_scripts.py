@@ -1,0 +1,226 @@
+"""The Lua scripts of ``RedisLog`` (one per change, plus the atomic page read), the wrapper that
+sends them by SHA1, and the mapping of their ``SW…`` error replies to typed errors."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Final, final
+
+from redis import exceptions as redis_errors
+
+from ..errors import LogError, StreamNotFoundError, StreamStateError
+
+__all__ = [
+    "READ_ONLY",
+    "SCRIPTS",
+    "map_reply",
+]
+
+# --------------------------------------------------------------------------------------------
+# Lua. Every script starts with the meta hash (KEYS[1]) and the chunk stream (KEYS[2]); errors
+# are "SW<kind> <detail>" replies that map_reply() turns into typed errors. Lua prints integral
+# doubles below 1e14 as integers, far above any sequence.
+
+_APPEND: Final = """
+local m, xs = KEYS[1], KEYS[2]
+local st = redis.call('HGET', m, 'status')
+if not st then return redis.error_reply('SWNOTFOUND') end
+if st ~= 'active' then return redis.error_reply('SWSTATE ' .. st) end
+local n = tonumber(ARGV[4])
+local head = redis.call('HINCRBY', m, 'head', n)
+local first = head - n + 1
+local lens, parts, size = {}, {}, 0
+local ls = tonumber(redis.call('HGET', m, 'lstep') or '-1')
+local mono = true
+for i = 1, n do
+  local step, c = ARGV[3 + 2 * i], ARGV[4 + 2 * i]
+  redis.call('XADD', xs, (first + i - 1) .. '-0', 's', step, 'c', c)
+  local s = tonumber(step)
+  if s < ls then mono = false end
+  ls = s
+  lens[i] = #c
+  parts[i] = c
+  size = size + #c
+end
+redis.call('HSET', m, 'lstep', ls)
+if not mono then redis.call('HSET', m, 'mono', '0') end
+local bytes = redis.call('HINCRBY', m, 'bytes', size)
+local maxc, maxb = tonumber(ARGV[2]), tonumber(ARGV[3])
+local over = redis.call('XLEN', xs) - maxc
+if over > 0 or bytes > maxb then
+  local tf, from = 0, '-'
+  while over > 0 or bytes > maxb do
+    local batch = redis.call('XRANGE', xs, from, '+', 'COUNT', 128)
+    if #batch == 0 then break end
+    for _, e in ipairs(batch) do
+      if over <= 0 and bytes <= maxb then break end
+      over = over - 1
+      bytes = bytes - #e[2][4]
+      tf = tonumber(string.sub(e[1], 1, -3))
+      from = '(' .. e[1]
+    end
+  end
+  redis.call('XTRIM', xs, 'MINID', (tf + 1) .. '-0')
+  redis.call('HSET', m, 'bytes', bytes, 'tfloor', tf)
+end
+local ep, tf = redis.call('HGET', m, 'epoch'), redis.call('HGET', m, 'tfloor')
+redis.call('PUBLISH', ARGV[1], 'c' .. ep .. ' ' .. first .. ' ' .. table.concat(lens, ',') .. ' '
+  .. tf .. '\\n' .. table.concat(parts))
+return first
+"""
+
+# ARGV: channel, epoch. Returns 1 when created, 0 when it existed.
+_CREATE: Final = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'head', 0, 'status', 'active', 'run', 0,
+  'bytes', 0, 'tfloor', 0, 'nrew', 0)
+return 1
+"""
+
+# ARGV: channel, status, terminal JSON, ttl ms, kind letter ('e' end, 'f' fail).
+_FINISH: Final = """
+local m, xs = KEYS[1], KEYS[2]
+local st = redis.call('HGET', m, 'status')
+if not st then return redis.error_reply('SWNOTFOUND') end
+if st ~= 'active' then return redis.error_reply('SWSTATE ' .. st) end
+redis.call('HSET', m, 'status', ARGV[2], 'term', ARGV[3])
+local ttl = tonumber(ARGV[4])
+if ttl > 0 then
+  redis.call('PEXPIRE', m, ttl)
+  redis.call('PEXPIRE', xs, ttl)
+end
+local ep, head = redis.call('HGET', m, 'epoch'), redis.call('HGET', m, 'head')
+redis.call('PUBLISH', ARGV[1], ARGV[5] .. ep .. ' ' .. head .. '\\n' .. ARGV[3])
+return 1
+"""
+
+# ARGV: channel, step. Removes the chunks of steps after `step` (walking back from the newest
+# while steps were appended in order, else scanning all), sets the marker, counts the cleanup,
+# stores and publishes the rewound frame. Returns {rewound JSON, cleanup count, epoch}.
+_CLEANUP: Final = """
+local m, xs = KEYS[1], KEYS[2]
+if redis.call('EXISTS', m) == 0 then return redis.error_reply('SWNOTFOUND') end
+local step = tonumber(ARGV[2])
+local ids, low, freed = {}, 0, 0
+local function take(e)
+  ids[#ids + 1] = e[1]
+  freed = freed + #e[2][4]
+  local seq = tonumber(string.sub(e[1], 1, -3))
+  if low == 0 or seq < low then low = seq end
+end
+if redis.call('HGET', m, 'mono') ~= '0' then
+  local from = '+'
+  while true do
+    local batch = redis.call('XREVRANGE', xs, from, '-', 'COUNT', 256)
+    local stop = #batch < 256
+    for _, e in ipairs(batch) do
+      if tonumber(e[2][2]) > step then take(e) else stop = true; break end
+      from = '(' .. e[1]
+    end
+    if stop then break end
+  end
+else
+  local from = '-'
+  while true do
+    local batch = redis.call('XRANGE', xs, from, '+', 'COUNT', 256)
+    for _, e in ipairs(batch) do
+      if tonumber(e[2][2]) > step then take(e) end
+      from = '(' .. e[1]
+    end
+    if #batch < 256 then break end
+  end
+end
+for i = 1, #ids, 1000 do
+  redis.call('XDEL', xs, unpack(ids, i, math.min(i + 999, #ids)))
+end
+if freed > 0 then redis.call('HINCRBY', m, 'bytes', -freed) end
+local head = redis.call('HGET', m, 'head')
+local rw = '{"atStep":' .. ARGV[2] .. ',"atSequence":' .. head
+if low > 0 then rw = rw .. ',"minSequence":' .. (low - 1) end
+rw = rw .. '}'
+local nrew = redis.call('HINCRBY', m, 'nrew', 1)
+redis.call('HSET', m, 'marker', ARGV[2], 'rw', rw)
+local ep = redis.call('HGET', m, 'epoch')
+redis.call('PUBLISH', ARGV[1], 'w' .. ep .. ' ' .. nrew .. '\\n' .. rw)
+return {rw, nrew, ep}
+"""
+
+# ARGV: channel, mode ('reset' | 'reactivate').
+_RESTART: Final = """
+local m, xs = KEYS[1], KEYS[2]
+local st = redis.call('HGET', m, 'status')
+if not st then return redis.error_reply('SWNOTFOUND') end
+if ARGV[2] == 'reset' then
+  redis.call('DEL', xs)
+  redis.call('HSET', m, 'status', 'active', 'run', redis.call('HGET', m, 'head'), 'bytes', 0,
+    'tfloor', 0, 'mono', '1', 'lstep', -1)
+else
+  if st == 'active' then return redis.error_reply('SWSTATE active') end
+  redis.call('HSET', m, 'status', 'active')
+  redis.call('PERSIST', xs)
+end
+redis.call('HDEL', m, 'marker', 'term')
+redis.call('PERSIST', m)
+return 1
+"""
+
+# ARGV: channel.
+_DELETE: Final = """
+local ep = redis.call('HGET', KEYS[1], 'epoch')
+if not ep then return redis.error_reply('SWNOTFOUND') end
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('PUBLISH', ARGV[1], 'x' .. ep .. ' 0\\n')
+return 1
+"""
+
+# ARGV: channel (unused), after (exclusive), count. Returns {} for an unknown stream, else
+# {meta as HGETALL, lowest retained sequence or 0, {id, chunk, id, chunk, ...}} read atomically.
+_PAGE_SCRIPT: Final = """
+local meta = redis.call('HGETALL', KEYS[1])
+if #meta == 0 then return {} end
+local low = 0
+local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
+if #first > 0 then low = tonumber(string.sub(first[1][1], 1, -3)) end
+local out = {}
+local count = tonumber(ARGV[3])
+if count > 0 then
+  local batch = redis.call('XRANGE', KEYS[2], '(' .. ARGV[2] .. '-0', '+', 'COUNT', count)
+  for _, e in ipairs(batch) do
+    out[#out + 1] = e[1]
+    out[#out + 1] = e[2][4]
+  end
+end
+return {meta, low, out}
+"""
+
+
+@final
+class _Script:
+    """A Lua script with its SHA1, sent with ``EVALSHA`` and loaded on ``NOSCRIPT``."""
+
+    __slots__ = ("sha", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+
+SCRIPTS: Final = {name: _Script(src) for name, src in (
+    ("append", _APPEND), ("create", _CREATE), ("finish", _FINISH), ("cleanup", _CLEANUP),
+    ("restart", _RESTART), ("delete", _DELETE), ("page", _PAGE_SCRIPT))}
+
+#: Scripts that change nothing (or nothing twice): safe to retry after an unknown outcome.
+READ_ONLY: Final = frozenset({"page", "create"})
+
+
+def map_reply(exc: redis_errors.ResponseError, stream_id: str, what: str) -> LogError:
+    """Turn a script's ``SW…`` error reply (or any other Redis error) into a typed error."""
+    text = str(exc)
+    if text.startswith("SWNOTFOUND"):
+        return StreamNotFoundError(stream_id)
+    if text.startswith("SWSTATE"):
+        status = text.split()[1] if len(text.split()) > 1 else "?"
+        return StreamStateError(f"cannot {what} stream {stream_id!r}: its status is {status}")
+    error = LogError(f"{what} on stream {stream_id!r}: Redis refused it: {text}")
+    error.__cause__ = exc
+    return error
