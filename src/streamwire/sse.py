@@ -227,16 +227,16 @@ class SSEDecoder:
         # end) is the start of the first line.
         new_mode = 0
         if 13 in data:
-            if data[-1] == 13:
+            # bytes.splitlines (unlike str's) breaks at CRLF, LF and CR only: SSE's line ends, in
+            # one pass. It drops the empty piece after a final line end, which split() would give.
+            lines = data.splitlines()
+            last = data[-1]
+            if last == 13:
                 # That CR ended its line; a LF starting the next feed will be its CRLF's tail.
                 new_mode = _SKIP_LF
-                data += b"\n"
-            # CRLF everywhere (the usual case) splits in one pass; only lone CRs or LFs (CR-only
-            # or mixed streams, legal but rare) pay for normalising.
-            lines = data.split(b"\r\n")
-            rest = b"".join(lines)
-            if 13 in rest or 10 in rest:
-                lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+                lines.append(b"")
+            elif last == 10:
+                lines.append(b"")
         else:
             lines = data.split(b"\n")
         size = len(data)
