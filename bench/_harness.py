@@ -11,7 +11,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 
 
@@ -30,6 +30,26 @@ def median_time(fn: Callable[[], object], *, rounds: int = 7, warmup: int = 1) -
         finally:
             gc.enable()
     return statistics.median(times)
+
+
+def interleaved(candidates: Mapping[str, Callable[[], object]], *, rounds: int = 7,
+                repeat: int = 3) -> dict[str, float]:
+    """Median seconds per call of each candidate, candidates taking turns within every round.
+
+    A load spike from another process then hits every candidate alike instead of one of them, and
+    the order rotates each round so none is always first. Each sample times ``repeat`` calls.
+    """
+    names = list(candidates)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for fn in candidates.values():
+        fn()  # warm-up
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            fn = candidates[name]
+            samples[name].append(
+                median_time(lambda f=fn: [f() for _ in range(repeat)], rounds=1, warmup=0) / repeat
+            )
+    return {name: statistics.median(times) for name, times in samples.items()}
 
 
 def version(dist: str) -> str:

@@ -20,13 +20,12 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import statistics
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any, Final
 
 import httpx
 
-from bench._harness import machine_line, median_time, table
+from bench._harness import interleaved, machine_line, table
 from streamwire.chat import Chat, ConversationStep, SourceLink
 from streamwire.contract import BoundEvent, Message
 from streamwire.reader import StreamReader
@@ -102,20 +101,6 @@ def bound(name: str) -> BoundEvent[Any, Any]:
     return event
 
 
-def interleaved(candidates: dict[str, Callable[[], object]], rounds: int, repeat: int = 3
-                ) -> dict[str, float]:
-    """Median seconds per call of each candidate. Candidates take turns within every round, so a
-    load spike from other processes hits all of them alike; each timing covers ``repeat`` calls."""
-    samples: dict[str, list[float]] = {label: [] for label in candidates}
-    for fn in candidates.values():
-        fn()  # warm-up
-    for _ in range(rounds):
-        for label, fn in candidates.items():
-            samples[label].append(median_time(lambda f=fn: [f() for _ in range(repeat)],
-                                              rounds=1, warmup=0) / repeat)
-    return {label: statistics.median(times) for label, times in samples.items()}
-
-
 def run_sync(coro: Coroutine[Any, Any, None]) -> None:
     """Drive a coroutine that never suspends (``MemoryWritable.drain`` returns at once)."""
     try:
@@ -143,7 +128,7 @@ def bench_validation(rounds: int, pairs: Sequence[Pair]) -> str:
 
     assert streamwire() == expected, "streamwire decoded the stream wrongly"
     assert plain() == expected, "json.loads decoded the stream wrongly"
-    whole = interleaved({"plain": plain, "ours": streamwire}, rounds)
+    whole = interleaved({"plain": plain, "ours": streamwire}, rounds=rounds)
     base = whole["plain"] / len(wire) * 1e6
     ours = whole["ours"] / len(wire) * 1e6
     rows: list[list[object]] = [
@@ -158,7 +143,7 @@ def bench_validation(rounds: int, pairs: Sequence[Pair]) -> str:
         decode = decoders[name]
         one = interleaved({"plain": lambda d=data: [json.loads(d) for _ in range(PER_KIND)],
                            "ours": lambda d=data, f=decode: [f(d) for _ in range(PER_KIND)]},
-                          rounds)
+                          rounds=rounds)
         rows.append([label, one["plain"] / PER_KIND * 1e6, one["ours"] / PER_KIND * 1e6,
                      one["ours"] / one["plain"]])
     return table("Validation cost: parse + validate vs json.loads (µs per event; lower is better)",
@@ -213,7 +198,8 @@ def bench_encoding(rounds: int, pairs: Sequence[Pair]) -> tuple[str, float]:
     expected = list(pairs)
     for label, fn in candidates.items():
         assert decoded_pairs(fn(pairs)) == expected, f"{label} encoded the stream wrongly"
-    times = interleaved({label: lambda f=fn: f(pairs) for label, fn in candidates.items()}, rounds)
+    times = interleaved({label: lambda f=fn: f(pairs) for label, fn in candidates.items()},
+                        rounds=rounds)
     base = times["sse-starlette JSONServerSentEvent"]
     rows = [[label, N_EVENTS / t / 1e3, t / N_EVENTS * 1e6, base / t] for label, t in times.items()]
     ratio = base / times["streamwire StreamWriter over MemoryWritable"]
@@ -295,7 +281,7 @@ def bench_decoding(rounds: int, pairs: Sequence[Pair], pieces: Sequence[bytes]
         assert got == expected, f"{label} decoded the stream wrongly"
     try:
         times = interleaved({label: lambda f=fn: f(pieces) for label, fn in candidates.items()},
-                            rounds)
+                            rounds=rounds)
     finally:
         global _LOOP
         if _LOOP is not None:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from bench._harness import machine_line, median_time, table
+from bench._harness import interleaved, machine_line, table
 from streamwire.sse import SSEDecoder, encode_frame
 
 SEED = 20261130
@@ -264,14 +264,14 @@ def bench_decoders(rounds: int) -> tuple[str, dict[str, dict[str, float]]]:
     rows: list[list[object]] = []
     speedups: dict[str, dict[str, float]] = {}
     for load in workloads():
-        times: dict[str, float] = {}
         verdicts: dict[str, str] = {}
+        runnable: dict[str, Callable[[], object]] = {}
         for name, fn in DECODERS.items():
             got = _safe_run(fn, load.pieces)
             verdicts[name] = got if isinstance(got, str) else check(load.expected, got)
-            if verdicts[name].startswith("CRASH"):
-                continue
-            times[name] = median_time(lambda fn=fn, load=load: fn(load.pieces), rounds=rounds)
+            if not verdicts[name].startswith("CRASH"):
+                runnable[name] = lambda fn=fn, load=load: fn(load.pieces)
+        times = interleaved(runnable, rounds=rounds)
         ours = times["streamwire"]
         speedups[load.name] = {n: t / ours for n, t in times.items() if n != "streamwire"}
         for name, verdict in verdicts.items():
@@ -298,8 +298,9 @@ def bench_big_event(rounds: int) -> tuple[str, float]:
     payload = b"x" * (16 * 1024 * 1024)
     stream = b"data: " + payload + b"\n\n"
     pieces = [stream[i : i + 16384] for i in range(0, len(stream), 16384)]
-    whole = median_time(lambda: run_streamwire([stream]), rounds=rounds)
-    split = median_time(lambda: run_streamwire(pieces), rounds=rounds)
+    times = interleaved({"whole": lambda: run_streamwire([stream]),
+                         "split": lambda: run_streamwire(pieces)}, rounds=rounds, repeat=1)
+    whole, split = times["whole"], times["split"]
     ratio = split / whole
     md = table(
         "One 16 MiB event: 16 KiB pieces vs whole (must be <= 2x)",
@@ -347,13 +348,14 @@ def bench_encoders(rounds: int) -> str:
     rows: list[list[object]] = []
     for name, events in encoder_inputs().items():
         want = [(e or "message", d, i or "") for e, d, i in events]
-        times: dict[str, float] = {}
+        times = interleaved({enc_name: lambda fn=fn, ev=events: fn(ev)
+                             for enc_name, fn in ENCODERS.items()}, rounds=rounds)
         for enc_name, fn in ENCODERS.items():
             frames = fn(events)
             # Every encoder's output must decode (by streamwire's WHATWG decoder) to the events.
             decoded = keys(run_streamwire(frames))
             verdict = check(want, decoded)
-            times[enc_name] = t = median_time(lambda fn=fn, ev=events: fn(ev), rounds=rounds)
+            t = times[enc_name]
             size = sum(map(len, frames))
             rows.append([name, enc_name, verdict, f"{t * 1e3:.2f}",
                          f"{len(events) / t:,.0f}", f"{size / t / 1e6:.1f}",
