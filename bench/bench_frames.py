@@ -28,15 +28,15 @@ terminal). Ratios are medians of rounds from this one run (issue 4: >= 2x the pe
 
 from __future__ import annotations
 
-import codecs
 import json
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
 
 from bench._harness import machine_line, median_time, table
+from bench.bench_sse import run_httpx_sse as httpx_sse_events
 from streamwire.chat import Chat
 from streamwire.frames import (
     CaughtUpFrame,
@@ -84,35 +84,10 @@ def workload(rng: random.Random) -> tuple[list[bytes], list[str]]:
 
 
 def run_httpx_sse(pieces: Sequence[bytes]) -> list[tuple[str, Any]]:
-    from httpx_sse._decoders import SSEDecoder as HxDecoder
-    from httpx_sse._decoders import SSELineDecoder
-
-    text_decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    lines = SSELineDecoder()
-    decoder = HxDecoder()
-    out: list[tuple[str, Any]] = []
-
-    def texts() -> Iterator[str]:
-        for piece in pieces:
-            text = text_decoder.decode(piece)
-            if text:
-                yield text
-        text = text_decoder.decode(b"", True)
-        if text:
-            yield text
-
-    def all_lines() -> Iterator[str]:
-        for text in texts():
-            yield from lines.decode(text)
-        yield from lines.flush()
-
-    for line in all_lines():
-        sse = decoder.decode(line.rstrip("\n"))
-        # httpx-sse dispatches an empty event at the blank line after a comment once an id was
-        # seen (WHATWG dispatches nothing): skip those, as its users must.
-        if sse is not None and sse.data:
-            out.append((sse.event, json.loads(sse.data)))
-    return out
+    """httpx-sse's own pipeline (``EventSource.iter_sse``, as ``bench_sse`` drives it), then
+    ``json.loads``. It dispatches an empty event at the blank line after a comment once an id was
+    seen (WHATWG dispatches nothing): those are skipped, as its users must."""
+    return [(sse.event, json.loads(sse.data)) for sse in httpx_sse_events(pieces) if sse.data]
 
 
 def run_streamwire(pieces: Sequence[bytes]) -> list[Any]:
