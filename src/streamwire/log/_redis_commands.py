@@ -153,12 +153,19 @@ class Commands:
             f"no reply within command_timeout={self.timeout}s (raise command_timeout= on the "
             "log if Redis is just slow)")
         self._conn = None
+        self._fail_waiting(waiting, deadlines, error)
+        self._writer.transport.abort()
+
+    @staticmethod
+    def _fail_waiting(waiting: deque[asyncio.Future[Any]], deadlines: deque[float],
+                      error: BaseException) -> None:
+        """Every reply still awaited on one connection's line gets ``error`` (the deques are the
+        ones of that connection: a new connection has its own by the time an old reader ends)."""
         while waiting:
             reply = waiting.popleft()
             deadlines.popleft()
             if not reply.done():
                 reply.set_exception(error)
-        self._writer.transport.abort()
 
     def _flush(self, conn: Connection) -> None:
         out, self._out = self._out, []
@@ -188,11 +195,7 @@ class Commands:
                 f"the command connection closed ({exc!r})")
             if self._conn is conn:
                 self._conn = None
-            while waiting:
-                reply = waiting.popleft()
-                deadlines.popleft()
-                if not reply.done():
-                    reply.set_exception(error)
+            self._fail_waiting(waiting, deadlines, error)
             await conn.disconnect(nowait=True)
             if isinstance(exc, asyncio.CancelledError):
                 raise
