@@ -755,6 +755,15 @@ class StreamLogContract:
         with pytest.raises(UsageError):
             await log.fail_stream("s", "x", error_detail={"when": object()})
         assert (await log.info("s")).status == "active"
+        # fields of the wrong type are refused before anything is stored: a stored one would make
+        # info() and every reader's terminal frame fail to decode, for good
+        with pytest.raises(UsageError):
+            await log.fail_stream("s", 123)  # type: ignore[arg-type]
+        with pytest.raises(UsageError):
+            await log.fail_stream("s", "x", error_detail=["not", "an", "object"])  # type: ignore[arg-type]
+        with pytest.raises(UsageError):
+            await log.end_stream("s", usage=[1, 2])  # type: ignore[arg-type]
+        assert (await log.info("s")).status == "active"
         output: dict[str, Any] = {"items": (1, 2)}
         await log.end_stream("s", output=output)
         output["items"] = "changed"  # the log kept its own copy, as JSON gives it back

@@ -6,7 +6,7 @@ Redis answer the same input with the same frame or the same typed error.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import msgspec
 
@@ -128,21 +128,24 @@ def check_end_status(status: object) -> None:
         raise UsageError(f"end status must be completed, paused or interrupted, not {status!r}")
 
 
-def end_payload(output: Any, state: Any, usage: dict[str, Any] | None) -> dict[str, Any]:
+def end_payload(output: Any, state: Any, usage: object) -> dict[str, Any]:
     """The persisted ``end`` payload (absent fields left out), as JSON would give it back: every
     backend stores JSON, so a value that does not encode is refused now, not at a reader."""
-    return json_copy({k: v for k, v in (("output", output), ("state", state), ("usage", usage))
-                      if v is not None}, "the end payload")
+    if usage is not None and not isinstance(usage, dict):
+        raise UsageError(f"usage must be a JSON object (a dict) or None, not {usage!r}")
+    fields = (("output", output), ("state", state), ("usage", cast("dict[str, Any] | None", usage)))
+    return json_copy({k: v for k, v in fields if v is not None}, "the end payload")
 
 
-def fail_payload(error: object, error_detail: dict[str, Any] | None,
-                 recoverable: bool) -> dict[str, Any]:
+def fail_payload(error: object, error_detail: object, recoverable: bool) -> dict[str, Any]:
     """The persisted ``fail`` payload, checked like ``end_payload``."""
     if type(error) is not str:
         raise UsageError(f"error must be a str, not {error!r}")
+    if error_detail is not None and not isinstance(error_detail, dict):
+        raise UsageError(f"error_detail must be a JSON object (a dict) or None, not {error_detail!r}")
     payload: dict[str, Any] = {"error": error, "recoverable": bool(recoverable)}
     if error_detail is not None:
-        payload["error_detail"] = error_detail
+        payload["error_detail"] = cast("dict[str, Any]", error_detail)
     return json_copy(payload, "the fail payload")
 
 

@@ -86,6 +86,8 @@ from ._common import (
     closed_frame,
     coerce_chunk,
     deleted_frame,
+    end_payload,
+    fail_payload,
     is_truncated,
     truncated_frame,
 )
@@ -274,7 +276,7 @@ class RedisLog:
     ) -> None:
         """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
         check_end_status(status)
-        frame = EndFrame(status=status, output=output, state=state, usage=usage)
+        frame = EndFrame(status=status, **end_payload(output, state, usage))
         await self._finish(stream_id, status, frame, "e")
 
     async def fail_stream(
@@ -286,7 +288,7 @@ class RedisLog:
         recoverable: bool = False,
     ) -> None:
         """Persist a failure; attached readers get ``FailFrame`` and stop."""
-        frame = FailFrame(error=error, recoverable=recoverable, error_detail=error_detail)
+        frame = FailFrame(**fail_payload(error, error_detail, recoverable))
         await self._finish(stream_id, "failed", frame, "f")
 
     async def _finish(self, stream_id: str, status: StreamStatus, frame: TerminalFrame,
