@@ -3,6 +3,9 @@
 Candidates, each in its own uvicorn process (same uvicorn, same event loop and HTTP implementation):
 
 * ``raw ASGI`` -- the limit: one pre-formatted ``send`` per event, nothing else;
+* ``raw ASGI + hand-off`` (latency only) -- the limit for any server whose writers and readers are
+  different tasks, as with a log: the same raw app, but each event is made by a producer task and
+  handed to the connection's task through a bare asyncio future;
 * ``streamwire`` -- ``streamwire.server.create_app(MemoryLog())``: frames come out of the log;
 * ``sse-starlette`` -- ``EventSourceResponse`` over an async generator of ``ServerSentEvent``;
 * ``fastapi.sse`` -- a FastAPI path operation with ``response_class=EventSourceResponse``.
@@ -19,6 +22,10 @@ Workloads, bounded in count and time, all on 127.0.0.1:
 3. memory: the server's RSS growth for 1,000 idle open streams, per stream.
 4. re-attach: a reader from cursor 0 of an active 10,000-chunk stream, until ``caught-up``
    (peers: the same 10,000 events from a list, then a ``caught-up`` event).
+
+With two or more CPUs, each server process is pinned to the first CPU and the client to the others:
+left to the scheduler on a small VM, whichever process happened to share a CPU with the client
+woke it faster, which moved p50 and p99 more than the servers did.
 
 The client is a small asyncio HTTP/1.1 reader (de-chunking plus ``streamwire.sse.SSEDecoder``) so
 that it is not the bottleneck; every candidate's events are checked (count and ids) before any
@@ -47,7 +54,9 @@ from bench._harness import machine_line, table
 from streamwire.sse import SSEDecoder, SSEEvent
 
 ROOT = Path(__file__).resolve().parent.parent
-KINDS = ("raw ASGI", "streamwire", "sse-starlette", "fastapi.sse")
+KINDS = ("raw ASGI", "raw ASGI + hand-off", "streamwire", "sse-starlette", "fastapi.sse")
+#: Candidates measured on the latency workload only.
+LATENCY_ONLY = frozenset({"raw ASGI + hand-off"})
 FLOOD_CLIENTS = 16
 FLOOD_EVENTS = 2_000
 LAT_STREAMS = 100
@@ -130,6 +139,48 @@ def raw_app() -> Any:
             while (await receive())["type"] != "http.disconnect":
                 pass
             return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+def handoff_app() -> Any:
+    """``raw_app`` whose ``/lat`` events are made by a producer task and handed to the connection's
+    task (a bare future and a list): the cost of the hop alone, with nothing else of a log."""
+    inner = raw_app()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/lat":
+            await inner(scope, receive, send)
+            return
+        q = _query(scope)
+        n = int(q["n"])
+        loop = asyncio.get_running_loop()
+        ready: list[asyncio.Future[None]] = [loop.create_future()]
+        items: list[bytes] = []
+
+        async def produce() -> None:
+            i = 0
+            async for chunk in schedule(int(q["i"]), n, float(q["t0"])):
+                i += 1
+                items.append(b"event: chunk\nid: %d\ndata: %s\n\n"
+                             % (i, event_data(i, chunk).encode()))
+                if not ready[0].done():
+                    ready[0].set_result(None)
+
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        producer = asyncio.create_task(produce())
+        sent = 0
+        while sent < n:
+            await ready[0]
+            ready[0] = loop.create_future()
+            batch = items[:]
+            items.clear()
+            for data in batch:
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+            sent += len(batch)
+        await producer
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     return app
@@ -226,17 +277,14 @@ def streamwire_app() -> Any:
     app = create_app(log)
 
     async def produce(q: dict[str, str]) -> None:
-        import anyio
-
+        # plain asyncio tasks, as the hand-off control's producers are
         async def one(i: int) -> None:
             stream_id = f"{q['name']}-{i}"
             async for chunk in schedule(i, int(q["n"]), float(q["t0"])):
                 await log.append(stream_id, 0, chunk.encode())
             await log.end_stream(stream_id)
 
-        async with anyio.create_task_group() as tg:
-            for i in range(int(q["streams"])):
-                tg.start_soon(one, i)
+        await asyncio.gather(*[one(i) for i in range(int(q["streams"]))])
 
     async def bench_app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["path"] == "/bench/produce":
@@ -252,12 +300,18 @@ def streamwire_app() -> Any:
 def serve(kind: str, port: int) -> None:
     import uvicorn
 
-    factory = {"raw ASGI": raw_app, "streamwire": streamwire_app,
+    factory = {"raw ASGI": raw_app, "raw ASGI + hand-off": handoff_app, "streamwire": streamwire_app,
                "sse-starlette": sse_starlette_app, "fastapi.sse": fastapi_app}[kind]
     uvicorn.run(factory(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 # ---- the client -----------------------------------------------------------------------------------
+
+
+def _cpus() -> tuple[set[int], set[int]] | None:
+    """(server CPUs, client CPUs) when there are two or more CPUs to split, else None."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return ({cpus[0]}, set(cpus[1:])) if len(cpus) >= 2 else None
 
 
 async def sse_get(port: int, path: str, extra: bytes = b"") -> tuple[asyncio.StreamReader,
@@ -311,6 +365,9 @@ class Candidate:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.bench_server", kind, str(self.port)], cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        split = _cpus()
+        if split is not None:
+            os.sched_setaffinity(self.proc.pid, split[0])
         self.sw = kind == "streamwire"
         self.runs = 0
 
@@ -456,12 +513,18 @@ class Candidate:
 async def measure_all(rounds: int) -> tuple[dict[str, dict[str, float]], list[str]]:
     """Every workload on every candidate. All servers run at once and rounds go round-robin, so a
     burst of load from elsewhere on the machine does not land on one candidate only."""
+    original_cpus = os.sched_getaffinity(0)
+    split = _cpus()
     cands = {kind: Candidate(kind) for kind in KINDS}
+    if split is not None:
+        os.sched_setaffinity(0, split[1])
     errors: list[str] = []
     seen: dict[str, dict[str, list[float]]] = {kind: {} for kind in KINDS}
 
     async def each(name: str, job: Callable[[Candidate], Awaitable[dict[str, float]]]) -> None:
         for kind, cand in list(cands.items()):
+            if kind in LATENCY_ONLY and name not in ("setup", "latency"):
+                continue
             try:
                 for key, value in (await job(cand)).items():
                     seen[kind].setdefault(key, []).append(value)
@@ -471,6 +534,8 @@ async def measure_all(rounds: int) -> tuple[dict[str, dict[str, float]], list[st
 
     async def setup(c: Candidate) -> dict[str, float]:
         await c.started()
+        if c.kind in LATENCY_ONLY:
+            return {}
         if c.sw:
             await c.fill("flood", FLOOD_EVENTS, end=True)
             await c.fill("replay", REPLAY_CHUNKS, end=False)
@@ -501,6 +566,7 @@ async def measure_all(rounds: int) -> tuple[dict[str, dict[str, float]], list[st
     finally:
         for cand in cands.values():
             cand.stop()
+        os.sched_setaffinity(0, original_cpus)
     results = {kind: {k: statistics.median(v) for k, v in seen[kind].items()} for kind in cands}
     return results, errors
 
@@ -511,8 +577,9 @@ def main(rounds: int) -> str:
     raw = results.get("raw ASGI")
     rows = []
     for kind, r in results.items():
-        ratio = f"{r['cpu'] / raw['cpu']:.2f}x" if raw else "-"
-        rows.append([kind, r["cpu"], ratio, r["p50"], r["p99"], r["kib"], r["replay"] * 1e3])
+        ratio = f"{r['cpu'] / raw['cpu']:.2f}x" if raw and "cpu" in r else "-"
+        rows.append([kind, r.get("cpu", "-"), ratio, r["p50"], r["p99"], r.get("kib", "-"),
+                     r["replay"] * 1e3 if "replay" in r else "-"])
     out = [
         "## Stream server (uvicorn, 127.0.0.1)",
         "",
@@ -534,6 +601,10 @@ def main(rounds: int) -> str:
         ]
         out.append("Done-when: " + "; ".join(f"{name}: {'yes' if ok else 'NO'}"
                                               for name, ok in checks))
+    handoff = results.get("raw ASGI + hand-off")
+    if handoff and peer:
+        out.append(f"The hop alone (raw ASGI + hand-off) has p99 {handoff['p99']:.3g} ms against "
+                   f"sse-starlette's {peer['p99']:.3g} ms.")
     if errors:
         out += ["", "Candidates that failed their checks:", *errors]
     return "\n".join(out) + "\n"
