@@ -13,9 +13,9 @@ Strategy (decoder), measured in ``bench/bench_sse.py``:
   ``b"\r\n"``; only lone CRs pay for a rewrite) and the buffered start of the first line is joined
   to it. Lines stay bytes: each value is decoded alone, strictly first (the fast path) and with
   U+FFFD replacement only if that fails, so one emoji does not widen a whole run of text.
-- The loop keeps the event being built in locals. The usual ``name: value`` line is split by one
-  ``partition``; a repeated ``event:`` line is recognised by one comparison; anything else takes
-  the exact WHATWG path. Events are built positionally.
+- The loop keeps the event being built in locals. A ``data: `` or ``id: `` line is recognised by
+  ``removeprefix``, which allocates only the value; a repeated ``event:`` line by one comparison;
+  anything else takes the exact WHATWG path. Events are built positionally.
 - Small pieces that only end a data, id or event line are held back in the buffer and interpreted
   with the blank line that dispatches them (such lines change nothing before it); blank lines,
   comments and ``retry:`` are never held, and held lines never hide a limit.
@@ -61,6 +61,13 @@ _BOM: Final = b"\xef\xbb\xbf"
 # A buffered line at least this long is ended without copying it (see ``_end_long_data_line``); below
 # it, copies are cheaper than the bookkeeping.
 _LONG_LINE: Final = 64 * 1024
+# The hot loop tells a "data: " line by ``line.removeprefix(b"data: ") is not line``: for an exact
+# bytes object without the prefix, CPython returns the object itself. That is an implementation
+# detail, so it is checked once here: an interpreter that copied would misread every line.
+_PROBE: Final = b"x"
+if _PROBE.removeprefix(b"y") is not _PROBE:  # pragma: no cover
+    raise ImportError("streamwire.sse needs bytes.removeprefix to return the object itself when "
+                      "the prefix is absent (CPython does)")
 # SSEDecoder._mode bits.
 _FRESH: Final = 1  # nothing decoded yet: a BOM may come
 _SKIP_LF: Final = 2  # the last feed ended in CR: a LF starting the next one is its CRLF's tail
@@ -295,8 +302,10 @@ class SSEDecoder:
             if line == type_line:
                 etype = type_name
                 continue
-            name, _, raw = line.partition(b": ")
-            if name == b"data":
+            # The usual lines ("data: ..." and "id: ..."), each recognised by one C call that
+            # allocates only the value (see _PROBE).
+            raw = line.removeprefix(b"data: ")
+            if raw is not line:
                 if data_ is None:
                     try:
                         data_ = raw.decode()
@@ -304,40 +313,40 @@ class SSEDecoder:
                         data_ = raw.decode("utf-8", "replace")
                 else:
                     more.append(raw.decode("utf-8", "replace"))
-            elif name == b"id":
+                continue
+            raw = line.removeprefix(b"id: ")
+            if raw is not line:
                 if not (nul and 0 in raw):  # an id containing NUL is ignored
                     try:
                         last_id = raw.decode()
                     except UnicodeDecodeError:
                         last_id = raw.decode("utf-8", "replace")
-            elif name == b"event":
-                etype = raw.decode("utf-8", "replace") or "message"
+                continue
+            # Every other shape, by the letter of the spec: the field name is everything up to the
+            # first colon, and one leading space is removed from the value.
+            name, colon, raw = line.partition(b":")
+            if raw[:1] == b" ":
+                raw = raw[1:]
+            value = raw.decode("utf-8", "replace")
+            if name == b"event":
+                etype = value or "message"
                 self._type_line = type_line = line
                 self._type_name = type_name = etype
-            else:
-                # Every other shape, by the letter of the spec: the field name is everything up
-                # to the first colon, and one leading space is removed from the value.
-                name, colon, raw = line.partition(b":")
-                if raw[:1] == b" ":
-                    raw = raw[1:]
-                value = raw.decode("utf-8", "replace")
-                if name == b"data":
-                    if data_ is None:
-                        data_ = value
-                    else:
-                        more.append(value)
-                elif name == b"id":
-                    if 0 not in raw:
-                        last_id = value
-                elif name == b"event":
-                    etype = value or "message"
-                elif name == b"retry":
-                    # WHATWG: only if the value is all ASCII digits (bytes.isdigit is ASCII-only).
-                    if raw.isdigit() and len(raw) <= _MAX_RETRY_DIGITS:
-                        self._retry = retry = int(raw)
-                elif not name and colon and self._on_comment is not None:
-                    self._on_comment(value)
-                # any other field is ignored
+            elif name == b"data":
+                if data_ is None:
+                    data_ = value
+                else:
+                    more.append(value)
+            elif name == b"id":
+                if 0 not in raw:
+                    last_id = value
+            elif name == b"retry":
+                # WHATWG: only if the value is all ASCII digits (bytes.isdigit is ASCII-only).
+                if raw.isdigit() and len(raw) <= _MAX_RETRY_DIGITS:
+                    self._retry = retry = int(raw)
+            elif not name and colon and self._on_comment is not None:
+                self._on_comment(value)
+            # any other field is ignored
 
         self._id = last_id
         self._event = etype
