@@ -1,4 +1,6 @@
-"""The ``make_log`` fixture: the contract suite runs once per backend (memory, SQLite, Redis)."""
+"""The ``make_log`` fixture: the contract suite runs once per backend (memory, SQLite, Redis), and
+the memory backend once more on trio (its readers wait on asyncio futures on asyncio and on an
+``anyio.Event`` elsewhere)."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ def _redis_answers() -> bool:
 
 
 def _new_log(backend: str, tmp_path: Path, n: int, limits: dict[str, Any]) -> StreamLog:
-    if backend == "memory":
+    if backend in ("memory", "memory-trio"):
         from streamwire.log.memory import MemoryLog
 
         return MemoryLog(**limits)
@@ -42,7 +44,8 @@ def _new_log(backend: str, tmp_path: Path, n: int, limits: dict[str, Any]) -> St
     return log
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(params=["memory", "memory-trio", "sqlite",
+                        pytest.param("redis", marks=pytest.mark.redis)])
 def backend(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     if name == "redis":
@@ -50,6 +53,13 @@ def backend(request: pytest.FixtureRequest) -> str:
                 "streamwire.log.redis is not written yet")
         require(_redis_answers(), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
     return name
+
+
+@pytest.fixture
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    if "backend" in request.fixturenames and request.getfixturevalue("backend") == "memory-trio":
+        return "trio"
+    return "asyncio"
 
 
 @pytest.fixture

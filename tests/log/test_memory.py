@@ -91,6 +91,26 @@ async def test_a_reader_that_does_not_read_costs_the_log_nothing() -> None:
     assert with_readers - alone < 20_000  # far below one byte per chunk per reader
 
 
+async def test_readers_that_give_up_while_parked_leave_nothing_behind() -> None:
+    """A parked reader waits on a future of its own; cancelling it takes the future away again,
+    so a stream nobody writes to does not collect one per reader that left."""
+    log = MemoryLog()
+    await log.create_stream("s")
+    for _ in range(100):
+        with anyio.move_on_after(0.001):
+            async for _frame in log.read("s"):  # caught-up, then parked until cancelled
+                pass
+    st = log._streams["s"]  # white-box: the parked futures
+    assert st.waiters == []
+    assert st.readers == 0
+    with anyio.fail_after(GUARD):
+        frames = log.read("s")
+        assert await read_n(frames, 1) == [CaughtUpFrame(0)]
+        await log.append("s", 0, b"1")
+        assert await read_n(frames, 1) == [ChunkFrame(1, msgspec.Raw(b"1"))]
+        await frames.aclose()  # type: ignore[attr-defined]
+
+
 async def test_trimming_and_compaction_under_a_live_reader() -> None:
     log = MemoryLog(max_chunks_per_stream=50)
     await log.create_stream("s")
