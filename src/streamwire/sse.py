@@ -273,8 +273,9 @@ class SSEDecoder:
                 overflow = len(lines[too_long[0]])
                 del lines[too_long[0] :]
 
-        # The hot loop: state lives in locals; the usual "name: value" line is split by one C
-        # call; UTF-8 is decoded strictly first (the fast path), with replacement only if that fails.
+        # The hot loop: state lives in locals; a "data: " or "id: " line costs one C call and one
+        # copy of its value; UTF-8 is decoded strictly first (the fast path), with replacement
+        # only if that fails.
         bound = size + self._data_size  # no event dispatched here can hold more data than this
         events: list[SSEEvent] = []
         append = events.append
