@@ -122,10 +122,10 @@ class _Stream:
     def notify(self) -> None:
         waiters = self.waiters
         if waiters:
-            self.waiters = []
-            for fut in waiters:
+            for fut in waiters:  # set_result only schedules the wake-ups: nothing re-enters here
                 if not fut.done():  # a cancelled reader's future is done
                     fut.set_result(None)
+            waiters.clear()
         wake = self.wake
         if wake is not None:
             self.wake = None
