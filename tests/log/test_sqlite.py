@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -166,6 +167,40 @@ async def test_two_open_logs_on_one_file_share_streams(tmp_path: Path) -> None:
             await frames.aclose()  # type: ignore[attr-defined]
 
 
+async def test_another_connections_commits_wake_parked_readers_within_watch_interval(
+        tmp_path: Path) -> None:
+    """Another log on the file (as another process would) appends; the parked readers of this log
+    see each chunk within ``watch_interval``, far below ``poll_interval`` (set to an hour here)."""
+    path = tmp_path / "log.db"
+    async with SQLiteLog(path) as writer, SQLiteLog(path, poll_interval=3600,
+                                                    watch_interval=0.02) as reader_log:
+        await writer.create_stream("s")
+        readers = [reader_log.read("s", 0) for _ in range(3)]
+        try:
+            for frames in readers:
+                assert await read_n(frames, 1) == [CaughtUpFrame(0)]
+            delays = []
+
+            async def take(frames: AsyncIterator[StreamFrame], got: list[list[StreamFrame]]) -> None:
+                got.append(await read_n(frames, 1))
+
+            for n in range(1, 6):
+                got: list[list[StreamFrame]] = []
+                with anyio.fail_after(5):
+                    async with anyio.create_task_group() as tg:
+                        for frames in readers:
+                            tg.start_soon(take, frames, got)
+                        await anyio.sleep(0.05)  # every reader parked
+                        started = anyio.current_time()
+                        await writer.append("s", 0, chunk_of(n))
+                delays.append(anyio.current_time() - started)
+                assert got == [[ChunkFrame(n, msgspec.Raw(chunk_of(n)))]] * 3
+            assert max(delays) < 0.5, delays
+        finally:
+            for frames in readers:
+                await frames.aclose()  # type: ignore[attr-defined]
+
+
 async def test_two_logs_appending_to_one_stream_stay_gap_free(tmp_path: Path) -> None:
     """Each log caches the head it appends at; a commit by the other one invalidates it."""
     path = tmp_path / "log.db"
@@ -211,6 +246,9 @@ async def test_bad_arguments_and_paths(tmp_path: Path) -> None:
         SQLiteLog(tmp_path / "x.db", synchronous="OFF")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="poll_interval"):
         SQLiteLog(tmp_path / "x.db", poll_interval=0)
+    for bad in (0, -1, float("inf"), float("nan")):
+        with pytest.raises(UsageError, match="watch_interval"):
+            SQLiteLog(tmp_path / "x.db", watch_interval=bad)
     with pytest.raises(UsageError, match="max_chunks_per_stream"):
         SQLiteLog(tmp_path / "x.db", max_chunks_per_stream=0)
     log = SQLiteLog(tmp_path / "missing-dir" / "x.db")

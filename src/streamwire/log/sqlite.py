@@ -16,7 +16,11 @@ Theory of operation:
   says another connection committed.
 * **Readers** pull pages of chunks above their position (no buffer per reader in the log). In
   this process they are woken by a per-stream ``anyio.Event`` that every committed change sets (no
-  polling); changes made by another process are seen within ``poll_interval`` seconds.
+  polling). Changes committed by another connection (another process, or another log on the same
+  file) are seen within ``watch_interval`` seconds: while any reader is parked, the worker thread
+  asks ``PRAGMA data_version`` that often (one cheap query per log, however many readers) and
+  wakes every parked reader when it moved. Off asyncio there is no worker thread, and readers
+  look within ``poll_interval`` instead.
   ``rewound`` markers are rows (``markers``), so readers in every process get them, in place.
 * **Durability** (``synchronous``, WAL mode): with ``"NORMAL"`` (the default) a call that returned
   survives a crash of the process (the WAL is written before the commit returns); a power loss or
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import queue
 import sqlite3
@@ -73,11 +78,13 @@ from ._common import (
 )
 from ._sqlite_schema import COLUMNS, SCHEMA, Row
 
-__all__ = ["DEFAULT_POLL_INTERVAL", "SQLiteLog"]
+__all__ = ["DEFAULT_POLL_INTERVAL", "DEFAULT_WATCH_INTERVAL", "SQLiteLog"]
 
-#: Seconds a waiting reader sleeps before it looks for changes made by another process (and for a
-#: dead writer). In-process changes wake it at once.
+#: Seconds a waiting reader sleeps before it looks for a dead writer (and, off asyncio, for changes
+#: made by another process). In-process changes wake it at once.
 DEFAULT_POLL_INTERVAL: Final = 1.0
+#: Seconds between the worker's looks for commits by other connections while readers are parked.
+DEFAULT_WATCH_INTERVAL: Final = 0.05
 #: Seconds a statement waits for another process's write lock before ``LogError``.
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 #: Chunks a reader takes per query: bounds what one reader holds, amortises the thread hop.
@@ -149,6 +156,14 @@ class _Job:
         self.future: asyncio.Future[Any] | None = None
 
 
+def _nothing(conn: sqlite3.Connection) -> None:
+    return None
+
+
+#: Put on the worker's queue when the first reader parks: stop blocking, start watching.
+_WATCH: Final = _Job(_nothing, (), write=False)
+
+
 def _settle(jobs: list[_Job]) -> None:
     for job in jobs:
         future = job.future
@@ -191,8 +206,11 @@ class SQLiteLog:
         max_chunk_size: the largest chunk ``append`` accepts (``LogLimitError`` past it).
         finished_ttl: seconds a finished stream is kept (0: forever).
         synchronous: ``"NORMAL"`` (survives a process crash) or ``"FULL"`` (also power loss).
-        poll_interval: seconds before a waiting reader looks for other processes' changes and
-            for a dead writer (``math.inf``: never; in-process changes always wake it at once).
+        poll_interval: seconds before a waiting reader looks for a dead writer, and off asyncio
+            for other processes' changes (``math.inf``: never; in-process changes always wake it
+            at once).
+        watch_interval: seconds between looks for commits by other connections (other processes,
+            other logs on the file) while readers are parked (asyncio).
         busy_timeout: seconds to wait for another process's write lock.
     """
 
@@ -206,6 +224,7 @@ class SQLiteLog:
         finished_ttl: float = DEFAULT_FINISHED_TTL,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         poll_interval: float = DEFAULT_POLL_INTERVAL,
+        watch_interval: float = DEFAULT_WATCH_INTERVAL,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> None:
         check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
@@ -213,6 +232,9 @@ class SQLiteLog:
             raise UsageError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
         if not poll_interval > 0:
             raise UsageError(f"poll_interval must be > 0 seconds, not {poll_interval!r}")
+        if not 0 < watch_interval < math.inf:
+            raise UsageError(f"watch_interval must be a finite number of seconds > 0, "
+                             f"not {watch_interval!r}")
         self.path = Path(path)
         self.max_chunks_per_stream = max_chunks_per_stream
         self.max_bytes_per_stream = max_bytes_per_stream
@@ -220,6 +242,7 @@ class SQLiteLog:
         self.finished_ttl = float(finished_ttl)
         self.synchronous = synchronous
         self.poll_interval = float(poll_interval)
+        self.watch_interval = float(watch_interval)
         self.busy_timeout = float(busy_timeout)
         self._token = uuid.uuid4().hex
         self._pid = os.getpid()
@@ -232,6 +255,10 @@ class SQLiteLog:
         self._closed = False
         self._hot: dict[str, _Hot] = {}  # worker-thread only
         self._data_version = -1
+        # Readers parked on asyncio, and their loop: the worker watches other connections' commits
+        # for them (the worker only reads these).
+        self._parked = 0
+        self._parked_loop: asyncio.AbstractEventLoop | None = None
 
     # -- the worker ---------------------------------------------------------------------------
 
@@ -313,9 +340,15 @@ class SQLiteLog:
         jobs = self._jobs
         stop = False
         while not stop:
-            first = jobs.get()
+            try:
+                first = jobs.get(timeout=self.watch_interval) if self._parked else jobs.get()
+            except queue.Empty:
+                self._watch()
+                continue
             if first is None:
                 break
+            if first is _WATCH:
+                continue
             group = [first]
             while len(group) < MAX_GROUP:
                 try:
@@ -336,6 +369,27 @@ class SQLiteLog:
                     loop.call_soon_threadsafe(_settle, settled)
         with self._conn_lock:
             self._close_connection()
+
+    def _watch(self) -> None:
+        """Worker thread, readers parked: wake them all if another connection committed."""
+        loop = self._parked_loop
+        conn = self._conn
+        if loop is None or conn is None:
+            return
+        try:
+            version = conn.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error:
+            return  # the next call meets the error and reports it
+        if version == self._data_version:
+            return
+        self._hot.clear()  # as in _run_group: the cached heads may be stale
+        self._data_version = version
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(self._notify_all)
+
+    def _notify_all(self) -> None:
+        for stream_id in list(self._locals):
+            self._notify(stream_id)
 
     def _close_connection(self) -> None:
         if self._conn is not None:
@@ -738,13 +792,26 @@ class SQLiteLog:
                 wake = local.wake
                 if wake is None:
                     wake = local.wake = anyio.Event()
-                with anyio.move_on_after(self.poll_interval) as scope:
-                    await wake.wait()
+                self._park(+1)
+                try:
+                    with anyio.move_on_after(self.poll_interval) as scope:
+                        await wake.wait()
+                finally:
+                    self._park(-1)
                 check_writer = scope.cancelled_caught
         finally:
             local.readers -= 1
             if not local.readers and self._locals.get(stream_id) is local:
                 del self._locals[stream_id]
+
+    def _park(self, delta: int) -> None:
+        """Count the readers parked on asyncio; the first one sets the worker watching."""
+        if self._thread is None:
+            return  # no worker (trio): readers look for other processes within poll_interval
+        self._parked += delta
+        if delta > 0 and self._parked == 1:
+            self._parked_loop = asyncio.get_running_loop()
+            self._jobs.put(_WATCH)
 
     async def aclose(self) -> None:
         """Stop the worker, close the file and end every reader with a recoverable ``FailFrame``."""
