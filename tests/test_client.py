@@ -101,6 +101,8 @@ class Scripted:
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
         self._thread = threading.Thread(target=self._loop.run_until_complete, args=(self._main(),),
                                         daemon=True)
 
@@ -128,12 +130,17 @@ class Scripted:
         server.close()
         for w in list(self._writers):
             w.transport.abort()
+        # a handler stalled on purpose would outlive the loop (and be reported destroyed pending)
+        for task in self._handlers:
+            task.cancel()
+        await asyncio.gather(*self._handlers, return_exceptions=True)
         await server.wait_closed()
-
-    _writers: set[asyncio.StreamWriter] = set()  # noqa: RUF012
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             lines = head.decode().split("\r\n")[1:]
@@ -162,6 +169,7 @@ class Scripted:
         finally:
             writer.transport.abort()
             self._writers.discard(writer)
+            self._handlers.discard(task)
 
 
 async def read_all(url: str, *, got: list[Any] | None = None,
