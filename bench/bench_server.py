@@ -79,6 +79,11 @@ def event_data(i: int, chunk: str) -> str:
     return f'{{"sequence":{i},"chunk":{chunk}}}'
 
 
+def raw_event(i: int, chunk: str) -> bytes:
+    """Event ``i`` as the raw ASGI candidates send it, pre-formatted."""
+    return b"event: chunk\nid: %d\ndata: %s\n\n" % (i, event_data(i, chunk).encode())
+
+
 def stamped() -> str:
     return f'{{"t":{time.monotonic()!r},"w":{WORDS}}}'
 
@@ -104,8 +109,7 @@ def _query(scope: Scope) -> dict[str, str]:
 
 def raw_app() -> Any:
     """The limit: pre-formatted bytes, one ``send`` per event."""
-    replay = [b"event: chunk\nid: %d\ndata: %s\n\n" % (i, event_data(i, chunk_json(i)).encode())
-              for i in range(1, REPLAY_CHUNKS + 1)]
+    replay = [raw_event(i, chunk_json(i)) for i in range(1, REPLAY_CHUNKS + 1)]
     headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -125,13 +129,12 @@ def raw_app() -> Any:
         path = scope["path"]
         if path == "/flood":
             for i in range(1, int(q["n"]) + 1):
-                await body(b"event: chunk\nid: %d\ndata: %s\n\n"
-                           % (i, event_data(i, chunk_json(i)).encode()))
+                await body(raw_event(i, chunk_json(i)))
         elif path == "/lat":
             i = 0
             async for chunk in schedule(int(q["i"]), int(q["n"]), float(q["t0"])):
                 i += 1
-                await body(b"event: chunk\nid: %d\ndata: %s\n\n" % (i, event_data(i, chunk).encode()))
+                await body(raw_event(i, chunk))
         else:  # /idle, /replay: some events, then idle until the client leaves
             for data in replay if path == "/replay" else ():
                 await body(data)
@@ -163,8 +166,7 @@ def handoff_app() -> Any:
             i = 0
             async for chunk in schedule(int(q["i"]), n, float(q["t0"])):
                 i += 1
-                items.append(b"event: chunk\nid: %d\ndata: %s\n\n"
-                             % (i, event_data(i, chunk).encode()))
+                items.append(raw_event(i, chunk))
                 if not ready[0].done():
                     ready[0].set_result(None)
 

@@ -156,7 +156,7 @@ class _Job:
         self.future: asyncio.Future[Any] | None = None
 
 
-def _nothing(conn: sqlite3.Connection) -> None:
+def _nothing(conn: sqlite3.Connection) -> None:  # _WATCH's function: the worker never runs it
     return None
 
 
@@ -255,8 +255,8 @@ class SQLiteLog:
         self._closed = False
         self._hot: dict[str, _Hot] = {}  # worker-thread only
         self._data_version = -1
-        # Readers parked on asyncio, and their loop: the worker watches other connections' commits
-        # for them (the worker only reads these).
+        # Parked readers, and their loop: while there are any, the worker watches other
+        # connections' commits for them (the worker only reads these).
         self._parked = 0
         self._parked_loop: asyncio.AbstractEventLoop | None = None
 
@@ -358,7 +358,8 @@ class SQLiteLog:
                 if job is None:
                     stop = True
                     break
-                group.append(job)
+                if job is not _WATCH:
+                    group.append(job)
             self._run_group(group)
             by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
             for job in group:
@@ -805,11 +806,10 @@ class SQLiteLog:
                 del self._locals[stream_id]
 
     def _park(self, delta: int) -> None:
-        """Count the readers parked on asyncio; the first one sets the worker watching."""
-        if self._thread is None:
-            return  # no worker (trio): readers look for other processes within poll_interval
+        """Count the parked readers; the first one sets the worker watching. (Off asyncio there is
+        no worker: readers look for other processes within ``poll_interval``.)"""
         self._parked += delta
-        if delta > 0 and self._parked == 1:
+        if delta > 0 and self._parked == 1 and self._thread is not None:
             self._parked_loop = asyncio.get_running_loop()
             self._jobs.put(_WATCH)
 
