@@ -27,10 +27,11 @@ import httpx
 
 from bench._harness import interleaved, machine_line, table
 from streamwire.chat import Chat, ConversationStep, SourceLink
+from streamwire.client import create_sse_readable
 from streamwire.contract import BoundEvent, Message
 from streamwire.reader import StreamReader
 from streamwire.sse import SSEDecoder, encode_frame
-from streamwire.transport import MemoryWritable, create_sse_readable
+from streamwire.transport import MemoryWritable
 from streamwire.writer import StreamWriter
 
 SEED: Final = 3

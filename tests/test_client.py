@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamwire._client_core import ClientSession
 from streamwire.client import AsyncResumableStream, ResumableStream, RetryPolicy
+from streamwire.client._core import ClientSession
 from streamwire.errors import (
     MalformedFrameError,
     ResponseStatusError,

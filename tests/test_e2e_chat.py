@@ -18,16 +18,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from streamwire.chat import Chat, DonePayload
+from streamwire.client import create_sse_readable
 from streamwire.reader import StreamReader
-from streamwire.transport import (
-    DEFAULT_HIGH_WATER,
-    SSE_HEADERS,
-    AbortSignal,
-    SSEResponse,
-    SSEWritable,
-    create_sse_readable,
-    create_sse_writable,
-)
+from streamwire.server import SSEResponse, create_sse_writable
+from streamwire.transport import DEFAULT_HIGH_WATER, SSE_HEADERS, AbortSignal, SSEWritable
 from streamwire.writer import StreamWriter
 from test_writer import CHAT_SAMPLES, MODEL
 

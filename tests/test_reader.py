@@ -13,11 +13,11 @@ import msgspec
 import pytest
 
 from streamwire.chat import Chat, ChunkPayload, DonePayload, Progress
+from streamwire.client import create_sse_readable
 from streamwire.contract import Message
 from streamwire.errors import PayloadError, StreamDropError, UsageError
 from streamwire.reader import StreamReader
 from streamwire.sse import SSEEvent
-from streamwire.transport import create_sse_readable
 from test_writer import CHAT_SAMPLES, SAMPLE_IDS, Billing, MyChat
 
 pytestmark = pytest.mark.anyio

@@ -19,17 +19,16 @@ import httpx
 import pytest
 
 from streamwire.chat import Chat
+from streamwire.client import create_sse_readable
 from streamwire.errors import SSEDecodeError, StreamDropError, UsageError
+from streamwire.server import SSEResponse, create_sse_writable
 from streamwire.sse import SSEEvent
 from streamwire.transport import (
     DEFAULT_HIGH_WATER,
     SSE_HEADERS,
     AbortSignal,
     MemoryWritable,
-    SSEResponse,
     SSEWritable,
-    create_sse_readable,
-    create_sse_writable,
 )
 from streamwire.writer import StreamWriter
 

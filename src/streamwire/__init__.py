@@ -1,16 +1,22 @@
 """streamwire: typed, resumable Server-Sent Events.
 
 Layers, bottom up: the SSE wire codec (``sse``), typed contracts (``contract``, ``chat``), typed
-streams (``writer``, ``reader``, ``transport``), wire v2 frames (``frames``), the durable stream log
-(``log``), and the edges: the ASGI stream server (``server``), the resumable httpx client
-(``client``) and the command line (``cli``). Backends live in their own modules:
-``streamwire.log.memory``, ``streamwire.log.sqlite``, ``streamwire.log.redis``.
+streams (``transport``, ``writer``, ``reader``), wire v2 frames (``frames``), the durable stream
+log (``log``), and the edges: the ASGI stream server (``server``), the httpx client (``client``)
+and the command line (``cli``). Backends live in their own modules: ``streamwire.log.memory``,
+``streamwire.log.sqlite``, ``streamwire.log.redis``.
+
+``import streamwire`` stays light: it loads the sans-I/O core only. The names that need a web
+framework, an HTTP client or an async library (``create_app``, ``AsyncResumableStream``,
+``StreamReader``, ...) are imported on first use.
 """
 
 from __future__ import annotations
 
+import importlib as _importlib
+import typing as _typing
+
 from .chat import Chat, StreamEndReason, is_stream_end_reason, stop_reason_to_end_reason
-from .client import AsyncResumableStream, ClientStats, ResumableStream, RetryPolicy
 from .contract import BoundEvent, Contract, Event, Message, is_event
 from .errors import (
     ContractError,
@@ -37,38 +43,44 @@ from .frames import (
     EndFrame,
     FailFrame,
     FrameDecoder,
-    RemoteOutcome,
-    ResumeState,
     RewoundFrame,
     StreamFrame,
     TerminalAction,
     TerminalFrame,
     TruncatedFrame,
-    UnknownFrame,
     classify_stream_terminal,
-    decode_stream_frame,
-    decode_transport_events,
-    encode_stream_frame,
-    iter_transport_events,
-    remote_terminal_outcome,
-    stream_frame_to_sse,
 )
 from .log import StreamInfo, StreamLog
-from .reader import StreamReader
-from .server import StreamApp, bearer_token, create_app
 from .sse import SSEDecoder, SSEEvent, encode_comment, encode_frame
-from .transport import (
-    SSE_HEADERS,
-    AbortController,
-    AbortSignal,
-    SSEReadable,
-    SSEWritable,
-    create_sse_readable,
-    create_sse_writable,
-)
+from .transport import SSE_HEADERS, AbortController, AbortSignal, SSEReadable, SSEWritable
 from .writer import StreamWriter
 
+if _typing.TYPE_CHECKING:
+    from .client import (
+        AsyncResumableStream,
+        ClientStats,
+        ResumableStream,
+        RetryPolicy,
+        create_sse_readable,
+    )
+    from .reader import StreamReader
+    from .server import StreamApp, bearer_token, create_app, create_sse_writable
+
 __version__ = "0.1.0"
+
+#: Names imported on first use, and the module each comes from (they load anyio, httpx or starlette).
+_LAZY: dict[str, str] = {
+    "AsyncResumableStream": "client",
+    "ClientStats": "client",
+    "ResumableStream": "client",
+    "RetryPolicy": "client",
+    "StreamApp": "server",
+    "StreamReader": "reader",
+    "bearer_token": "server",
+    "create_app": "server",
+    "create_sse_readable": "client",
+    "create_sse_writable": "server",
+}
 
 __all__ = [
     "SSE_HEADERS",
@@ -92,10 +104,8 @@ __all__ = [
     "MalformedFrameError",
     "Message",
     "PayloadError",
-    "RemoteOutcome",
     "ResponseStatusError",
     "ResumableStream",
-    "ResumeState",
     "RetriesExhaustedError",
     "RetryPolicy",
     "RewoundFrame",
@@ -121,31 +131,38 @@ __all__ = [
     "TerminalAction",
     "TerminalFrame",
     "TruncatedFrame",
-    "UnknownFrame",
     "UsageError",
     "bearer_token",
     "classify_stream_terminal",
     "create_app",
     "create_sse_readable",
     "create_sse_writable",
-    "decode_stream_frame",
-    "decode_transport_events",
     "encode_comment",
     "encode_frame",
-    "encode_stream_frame",
     "is_event",
     "is_stream_end_reason",
-    "iter_transport_events",
-    "remote_terminal_outcome",
     "stop_reason_to_end_reason",
-    "stream_frame_to_sse",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'streamwire' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 # Errors read as ``streamwire.StreamDropError`` in tracebacks (httpx does this for every export;
 # here only for exceptions, whose module is never used to resolve annotations).
 def _rename_errors() -> None:
     for name in __all__:
-        obj = globals()[name]
+        obj = globals().get(name)
         if isinstance(obj, type) and issubclass(obj, BaseException):
             obj.__module__ = "streamwire"
 

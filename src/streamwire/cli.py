@@ -31,6 +31,8 @@ from .log import StreamLog
 __all__ = ["app_from_env", "main", "open_log"]
 
 _USAGE_ERROR = 2
+#: The subcommands that parse their own arguments, and their modules.
+_SUBCOMMANDS = {"demo": "streamwire.demo", "tail": "streamwire.client.tail"}
 
 
 def _load(module: str, name: str) -> Any:
@@ -145,10 +147,10 @@ def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``streamwire`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # demo and tail own their arguments (streamwire.demo / streamwire.tail parse them).
+    # demo and tail own their arguments (streamwire.demo / streamwire.client.tail parse them).
     if argv and argv[0] in ("demo", "tail"):
         # imported lazily: the subcommands are separate modules with their own dependencies
-        command = cast(Callable[[list[str]], int], _load(f"streamwire.{argv[0]}", "main"))
+        command = cast(Callable[[list[str]], int], _load(_SUBCOMMANDS[argv[0]], "main"))
         return command(argv[1:])
     parser = argparse.ArgumentParser(prog="streamwire",
                                      description="Typed, resumable Server-Sent Events.")

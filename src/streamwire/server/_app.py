@@ -1,41 +1,5 @@
-"""The stream server: any ``StreamLog`` over HTTP as wire v2, as a Starlette app.
-
-``create_app(log)`` returns a ``StreamApp`` (a ``Starlette`` subclass) with exactly these routes::
-
-    PUT  /streams/{id}              create (idempotent)            -> info
-    GET  /streams/{id}/info         head, status, floor, marker    -> info
-    GET  /streams/{id}/sse          replay, caught-up, live, one terminal (Last-Event-ID or ?cursor=N)
-    POST /streams/{id}/chunks       [{"step": S, "chunk": C}, ...] -> {"sequences": [...]} (all or none)
-    POST /streams/{id}/end          {status, output?, state?, usage?}
-    POST /streams/{id}/fail         {error, errorDetail?, recoverable}
-    POST /streams/{id}/cleanup      {"step": S}                    -> the rewound marker
-    POST /streams/{id}/reset        start a new run
-    POST /streams/{id}/reactivate   make a finished stream active again
-    GET  /openapi.json              the OpenAPI document of the above
-
-Mount it in FastAPI with ``app.mount("/", create_app(log))``; a mounted app gets no lifespan
-events, so call ``await stream_app.drain()`` from the host app's own lifespan shutdown.
-
-Errors are JSON ``{"error": "<what is wrong>", "status": N}``: 400 for bad JSON, a bad cursor or
-stream id; 422 for a body of the wrong shape; 404 for an unknown stream; 409 when the stream's status
-forbids the write; 413 past a size limit; 429 (per-stream cap) or 503 (global cap, draining) with
-``Retry-After``. The text of an unexpected exception never reaches the client unless
-``expose_errors=True``; streamwire's own 4xx errors say what is wrong.
-
-Authorization: ``authorize(request, stream_id, access)`` with ``access`` ``"read"`` (info, sse) or
-``"write"`` (everything else) runs before any other work. It returns None (or an awaitable of None)
-to allow, and refuses by raising ``starlette.exceptions.HTTPException`` (FastAPI's is a subclass)
-with 401, 403 or 404; its ``detail`` and ``headers`` (``WWW-Authenticate``, say) are sent.
-``bearer_token(token)`` builds the one ``streamwire serve`` uses.
-
-Shutdown: ``StreamApp.drain()`` (run on lifespan shutdown) stops taking SSE connections and ends every
-open one with ``fail{recoverable: true, errorDetail.code: SERVER_SHUTDOWN}``, so readers re-attach
-elsewhere. uvicorn and granian only send lifespan shutdown after every connection closed, so on
-lifespan startup the app chains itself in front of their SIGINT / SIGTERM handlers
-(``drain_on_signal``). Without lifespan (mounted, or ``--lifespan off``) run it with
-``uvicorn_server(app, ...)``, whose ``handle_exit`` drains first, or call ``drain()`` yourself. A
-connection the server cancels (uvicorn's ``timeout_graceful_shutdown``) still writes the frame.
-"""
+"""``StreamApp`` and ``create_app``: the routes, caps, authorization and drain of the stream server
+(the module docstring of ``streamwire.server`` describes the HTTP API)."""
 
 from __future__ import annotations
 
@@ -58,7 +22,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ._server_http import (
+from ..log import StreamLog
+from ._http import (
     Refusal,
     WriteAPI,
     encode_json,
@@ -66,9 +31,10 @@ from ._server_http import (
     refusal_for,
     send_error,
 )
-from ._server_openapi import openapi_document
-from ._server_signals import chain_exit_signals
-from ._server_sse import (
+from ._openapi import openapi_document
+from ._running import DrainingServer, uvicorn_server
+from ._signals import chain_exit_signals
+from ._sse import (
     SSE_RESPONSE_HEADERS,
     Connection,
     Receive,
@@ -76,8 +42,6 @@ from ._server_sse import (
     Send,
     serve_frames,
 )
-from ._server_uvicorn import DrainingServer, uvicorn_server
-from .log import StreamLog
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",

@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar, final
 
-from .errors import (
+from ..errors import (
     ResponseStatusError,
     RetriesExhaustedError,
     StreamDropError,
     StreamTruncatedError,
     StreamwireError,
 )
-from .frames import (
+from ..frames import (
     CaughtUpFrame,
     ChunkFrame,
     EndFrame,
@@ -30,7 +30,7 @@ from .frames import (
     RewoundFrame,
     decode_stream_frame,
 )
-from .sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE, SSEDecoder, SSEEvent
+from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE, SSEDecoder, SSEEvent
 
 __all__ = [
     "DEFAULT_BACKOFF_INITIAL",

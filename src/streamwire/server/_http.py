@@ -17,10 +17,10 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ._server_sse import Send
-from .errors import StreamwireError
-from .frames import EndStatus
-from .log import StreamInfo, StreamLog
+from ..errors import StreamwireError
+from ..frames import EndStatus
+from ..log import StreamInfo, StreamLog
+from ._sse import Send
 
 __all__ = [
     "Refusal",

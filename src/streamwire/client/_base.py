@@ -1,5 +1,5 @@
 """What the async and sync resumable streams share: their options, the session they drive and
-the public properties (the adapters in ``client.py`` and ``_client_sync.py`` only move bytes)."""
+the public properties (the adapters in ``_async.py`` and ``_sync.py`` only move bytes)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from typing import Generic, TypedDict, TypeVar
 
 import httpx
 
-from ._client_core import (
+from ..errors import StreamTruncatedError, StreamwireError, UsageError
+from ..frames import ChunkFrame, EndFrame
+from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE
+from ._core import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
     ClientSession,
     ClientStats,
     RetryPolicy,
 )
-from .errors import StreamTruncatedError, StreamwireError, UsageError
-from .frames import ChunkFrame, EndFrame
-from .sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE
 
 __all__ = ["StreamBase", "StreamOptions", "broke"]
 

@@ -21,15 +21,14 @@ from typing import Any, Final, TextIO
 import httpx
 import msgspec
 
-from ._client_core import DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Backoff, RetryPolicy
-from .errors import (
+from ..errors import (
     ResponseStatusError,
     StreamDropError,
     StreamFailedError,
     StreamTruncatedError,
     StreamwireError,
 )
-from .frames import (
+from ..frames import (
     CaughtUpFrame,
     ChunkFrame,
     EndFrame,
@@ -40,7 +39,8 @@ from .frames import (
     UnknownFrame,
     decode_stream_frame,
 )
-from .sse import SSEDecoder, SSEEvent
+from ..sse import SSEDecoder, SSEEvent
+from ._core import DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Backoff, RetryPolicy
 
 __all__ = ["main"]
 

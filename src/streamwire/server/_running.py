@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 
 if TYPE_CHECKING:
-    from .server import StreamApp
+    from ._app import StreamApp
 
 __all__ = ["DrainingServer", "uvicorn_server"]
 

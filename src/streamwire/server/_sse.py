@@ -28,8 +28,8 @@ from typing import Any, Final, Literal, TypeAlias
 import anyio
 import anyio.lowlevel
 
-from .errors import LogError, StreamwireError
-from .frames import (
+from ..errors import LogError, StreamwireError
+from ..frames import (
     ChunkFrame,
     EndFrame,
     FailFrame,

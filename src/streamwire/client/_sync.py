@@ -11,9 +11,9 @@ from typing import TypeVar, Unpack, overload
 
 import httpx
 
-from ._client_base import StreamBase, StreamOptions, broke
-from .errors import StreamTruncatedError
-from .frames import ChunkFrame, RewoundFrame
+from ..errors import StreamTruncatedError
+from ..frames import ChunkFrame, RewoundFrame
+from ._base import StreamBase, StreamOptions, broke
 
 __all__ = ["ResumableStream"]
 

@@ -1,0 +1,85 @@
+"""The stream server: any ``StreamLog`` over HTTP as wire v2, as a Starlette app.
+
+``create_app(log)`` returns a ``StreamApp`` (a ``Starlette`` subclass) with exactly these routes::
+
+    PUT  /streams/{id}              create (idempotent)            -> info
+    GET  /streams/{id}/info         head, status, floor, marker    -> info
+    GET  /streams/{id}/sse          replay, caught-up, live, one terminal (Last-Event-ID or ?cursor=N)
+    POST /streams/{id}/chunks       [{"step": S, "chunk": C}, ...] -> {"sequences": [...]} (all or none)
+    POST /streams/{id}/end          {status, output?, state?, usage?}
+    POST /streams/{id}/fail         {error, errorDetail?, recoverable}
+    POST /streams/{id}/cleanup      {"step": S}                    -> the rewound marker
+    POST /streams/{id}/reset        start a new run
+    POST /streams/{id}/reactivate   make a finished stream active again
+    GET  /openapi.json              the OpenAPI document of the above
+
+Mount it in FastAPI with ``app.mount("/", create_app(log))``; a mounted app gets no lifespan
+events, so call ``await stream_app.drain()`` from the host app's own lifespan shutdown.
+
+Errors are JSON ``{"error": "<what is wrong>", "status": N}``: 400 for bad JSON, a bad cursor or
+stream id; 422 for a body of the wrong shape; 404 for an unknown stream; 409 when the stream's status
+forbids the write; 413 past a size limit; 429 (per-stream cap) or 503 (global cap, draining) with
+``Retry-After``. The text of an unexpected exception never reaches the client unless
+``expose_errors=True``; streamwire's own 4xx errors say what is wrong.
+
+Authorization: ``authorize(request, stream_id, access)`` with ``access`` ``"read"`` (info, sse) or
+``"write"`` (everything else) runs before any other work. It returns None (or an awaitable of None)
+to allow, and refuses by raising ``starlette.exceptions.HTTPException`` (FastAPI's is a subclass)
+with 401, 403 or 404; its ``detail`` and ``headers`` (``WWW-Authenticate``, say) are sent.
+``bearer_token(token)`` builds the one ``streamwire serve`` uses.
+
+Shutdown: ``StreamApp.drain()`` (run on lifespan shutdown) stops taking SSE connections and ends every
+open one with ``fail{recoverable: true, errorDetail.code: SERVER_SHUTDOWN}``, so readers re-attach
+elsewhere. uvicorn and granian only send lifespan shutdown after every connection closed, so on
+lifespan startup the app chains itself in front of their SIGINT / SIGTERM handlers
+(``drain_on_signal``). Without lifespan (mounted, or ``--lifespan off``) run it with
+``uvicorn_server(app, ...)``, whose ``handle_exit`` drains first, or call ``drain()`` yourself. A
+connection the server cancels (uvicorn's ``timeout_graceful_shutdown``) still writes the frame.
+"""
+
+from __future__ import annotations
+
+from .._public import publish
+from ._app import (
+    DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_MAX_BATCH_CHUNKS,
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_STREAM,
+    DEFAULT_MAX_STREAM_ID_LENGTH,
+    DEFAULT_SEND_TIMEOUT,
+    DEFAULT_SHUTDOWN_GRACE_PERIOD,
+    Access,
+    Authorize,
+    ServerStatistics,
+    StreamApp,
+    bearer_token,
+    create_app,
+)
+from ._direct import ASGIWritable, Producer, SSEResponse, create_sse_writable
+from ._running import DrainingServer, uvicorn_server
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_INTERVAL",
+    "DEFAULT_MAX_BATCH_CHUNKS",
+    "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_CONNECTIONS_PER_STREAM",
+    "DEFAULT_MAX_STREAM_ID_LENGTH",
+    "DEFAULT_SEND_TIMEOUT",
+    "DEFAULT_SHUTDOWN_GRACE_PERIOD",
+    "ASGIWritable",
+    "Access",
+    "Authorize",
+    "DrainingServer",
+    "Producer",
+    "SSEResponse",
+    "ServerStatistics",
+    "StreamApp",
+    "bearer_token",
+    "create_app",
+    "create_sse_writable",
+    "uvicorn_server",
+]
+
+publish(globals(), __all__)

@@ -1,0 +1,247 @@
+"""``create_sse_writable`` for ASGI (Starlette, FastAPI): the direct profile's server transport.
+
+A route returns the ``SSEResponse`` it builds, and the response runs ``produce(writable, signal)``
+while it streams what ``produce`` writes. A client disconnect aborts the signal with
+``"cancelled"`` and a server-side ``timeout`` with ``"timeout"``; a ``StreamWriter`` built on that
+signal answers with the matching ``done`` frame.
+
+Backpressure: ``await drain()`` waits until the queue is at most ``high_water`` bytes, which
+happens as the response task hands bytes to the ASGI ``send``; ``send`` itself waits while the
+server's socket buffer is full (uvicorn's flow control), so a slow client slows the producer down
+instead of growing memory. A producer that writes without draining is stopped at
+``max_buffer_size`` with a ``UsageError``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final, final
+
+import anyio
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from ..errors import UsageError
+from ..sse import encode_frame
+from ..transport import (
+    DEFAULT_HIGH_WATER,
+    DEFAULT_MAX_BUFFER_SIZE,
+    DEFAULT_TIMEOUT,
+    SSE_HEADERS,
+    AbortController,
+    AbortSignal,
+    SSEWritable,
+)
+
+__all__ = ["ASGIWritable", "Producer", "SSEResponse", "create_sse_writable"]
+
+
+@final
+class ASGIWritable:
+    """The ``SSEWritable`` of one ``SSEResponse``: a byte queue drained by the response task.
+
+    ``buffered`` is the number of bytes queued now, ``peak_buffered`` the most ever queued;
+    ``ended`` and ``disconnected`` say how the body finished.
+    """
+
+    __slots__ = (
+        "_data_ready",
+        "_drained",
+        "_flushed",
+        "_high_water",
+        "_max_buffer",
+        "_queue",
+        "buffered",
+        "disconnected",
+        "ended",
+        "peak_buffered",
+    )
+
+    def __init__(self, high_water: int, max_buffer: int) -> None:
+        self._high_water = high_water
+        self._max_buffer = max_buffer
+        self._queue: deque[bytes] = deque()
+        self.buffered = 0
+        self.peak_buffered = 0
+        self.ended = False
+        self.disconnected = False
+        # Created inside the response task (anyio needs a running event loop).
+        self._data_ready = anyio.Event()
+        self._drained = anyio.Event()
+        self._flushed = anyio.Event()
+
+    def write(self, event: str, data: str) -> None:
+        if self.disconnected:
+            return  # nobody to send to; the signal already said "cancelled"
+        if self.ended:
+            raise UsageError(f"SSEWritable.write({event!r}) after end()")
+        if self.buffered > self._max_buffer:
+            raise UsageError(
+                f"{self.buffered} bytes are queued for a slow client, over "
+                f"max_buffer_size={self._max_buffer}; await writable.drain() after each write "
+                "(StreamWriter does), or pass a larger max_buffer_size to create_sse_writable")
+        frame = encode_frame(data, event=event)
+        self._queue.append(frame)
+        self.buffered += len(frame)
+        self.peak_buffered = max(self.peak_buffered, self.buffered)
+        self._data_ready.set()
+
+    def end(self) -> None:
+        self.ended = True
+        self._data_ready.set()
+
+    async def drain(self) -> None:
+        while self.buffered > self._high_water and not self.disconnected:
+            if self._drained.is_set():
+                self._drained = anyio.Event()
+            await self._drained.wait()
+
+    def _disconnect(self) -> None:
+        self.disconnected = True
+        self._queue.clear()
+        self.buffered = 0
+        self._drained.set()
+        self._data_ready.set()
+        self._flushed.set()
+
+    async def _pump(self, send: Send) -> None:
+        """Move queued bytes to ``send`` until the body ends (or the client leaves)."""
+        queue = self._queue
+        try:
+            while not self.disconnected:
+                if not queue:
+                    if self.ended:
+                        await send({"type": "http.response.body", "body": b"", "more_body": False})
+                        break
+                    self._data_ready = anyio.Event()
+                    await self._data_ready.wait()
+                    continue
+                chunk = queue.popleft() if len(queue) == 1 else b"".join(queue)
+                queue.clear()
+                size = len(chunk)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                self.buffered -= size
+                if self.buffered <= self._high_water:
+                    self._drained.set()
+        except OSError:
+            # ASGI >= 2.4 servers raise OSError from send() once the client is gone.
+            self._disconnect()
+        finally:
+            self._flushed.set()
+
+
+#: What ``create_sse_writable`` runs: it writes into the writable and watches the signal.
+Producer = Callable[[SSEWritable, AbortSignal], Awaitable[None]]
+
+
+class SSEResponse(Response):
+    """An ASGI response (return it from a Starlette or FastAPI route) that sends ``SSE_HEADERS``
+    and streams what ``produce(writable, signal)`` writes (``create_sse_writable`` in the TRD)::
+
+        async def produce(writable: SSEWritable, signal: AbortSignal) -> None:
+            writer = StreamWriter(writable, Chat, signal=signal)
+            await writer.event(Chat.chunk({"chunk": "hi"}))
+            await writer.end("complete", message_id, user_message_id)
+
+        @app.post("/chat")
+        async def chat() -> SSEResponse:
+            return create_sse_writable(produce, timeout=120)
+
+    ``produce`` runs in the response's task. When the client disconnects, the signal aborts with
+    ``"cancelled"`` and ``produce`` is cancelled; after ``timeout`` seconds (if the stream has not
+    ended) it aborts with ``"timeout"`` and ``produce`` is cancelled. If ``produce`` raises, or
+    returns before a terminal frame, the signal aborts with the exception (or a note), the body
+    ends, and the exception is re-raised to the server. ``headers`` are added to ``SSE_HEADERS``.
+    See the module docstring for ``high_water`` and ``max_buffer_size``.
+
+    After the response finished, ``writable`` is the transport the producer wrote to (its
+    ``buffered``, ``peak_buffered``, ``ended`` and ``disconnected`` attributes report what happened)
+    and ``signal`` the signal it was given.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        produce: Producer,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        high_water: int = DEFAULT_HIGH_WATER,
+        max_buffer_size: int = DEFAULT_MAX_BUFFER_SIZE,
+        status_code: int = 200,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if high_water < 0 or max_buffer_size < high_water:
+            raise ValueError("need 0 <= high_water <= max_buffer_size")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive or None, got {timeout!r}")
+        self._produce = produce
+        self._timeout = timeout
+        self._high_water = high_water
+        self._max_buffer = max_buffer_size
+        self._controller = AbortController()
+        self._used = False
+        self.signal = self._controller.signal
+        self.writable: ASGIWritable | None = None
+        self.status_code = status_code
+        self.background = None
+        self.init_headers({**SSE_HEADERS, **(headers or {})})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._used:
+            raise UsageError("an SSEResponse streams once; build one per request")
+        self._used = True
+        writable = self.writable = ASGIWritable(self._high_water, self._max_buffer)
+        controller = self._controller
+        failure: Exception | None = None
+        try:
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})
+        except OSError:
+            # The client left before the response started: nothing to stream, nobody to tell.
+            writable.disconnected = True
+            controller.abort("cancelled")
+            return
+        async with anyio.create_task_group() as tg:
+            with anyio.CancelScope() as producer_scope:
+                tg.start_soon(writable._pump, send)  # pyright: ignore[reportPrivateUsage]
+                tg.start_soon(self._watch_disconnect, receive, writable, producer_scope)
+                if self._timeout is not None:
+                    tg.start_soon(self._deadline, self._timeout, writable, producer_scope)
+                try:
+                    await self._produce(writable, controller.signal)
+                except Exception as exc:
+                    failure = exc
+            if not writable.disconnected and not writable.ended:
+                # The producer raised, or returned without a terminal frame: a writer on the
+                # signal answers error("Stream aborted unexpectedly"); then the body ends.
+                controller.abort(failure if failure is not None else "producer returned")
+            writable.end()
+            await writable._flushed.wait()  # pyright: ignore[reportPrivateUsage]
+            tg.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def _watch_disconnect(self, receive: Receive, writable: ASGIWritable,
+                                producer: anyio.CancelScope) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                break
+        if writable.ended and not writable.buffered:
+            return  # the whole body was handed to the server; nothing was cut short
+        writable._disconnect()  # pyright: ignore[reportPrivateUsage]
+        self._controller.abort("cancelled")
+        producer.cancel()
+
+    async def _deadline(self, seconds: float, writable: ASGIWritable,
+                        producer: anyio.CancelScope) -> None:
+        await anyio.sleep(seconds)
+        if not writable.ended:
+            self._controller.abort("timeout")
+            producer.cancel()
+
+
+#: The TRD's factory name: ``create_sse_writable(produce, ...)`` is ``SSEResponse(produce, ...)``.
+create_sse_writable: Final = SSEResponse
