@@ -28,8 +28,8 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from chaos_proxy import ChaosConfig, ChaosProxy, ServerThread
 from conftest import require
+from helpers.chaos_proxy import ChaosConfig, ChaosProxy, ServerThread
 
 pytestmark = [pytest.mark.anyio, pytest.mark.browser]
 

@@ -23,7 +23,7 @@ import httpx
 import msgspec
 import pytest
 
-from chaos_proxy import ChaosProxy, ServerThread
+from helpers.chaos_proxy import ChaosProxy, ServerThread
 from streamwire.client import AsyncResumableStream, RetryPolicy
 from streamwire.frames import ChunkFrame
 

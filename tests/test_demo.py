@@ -14,7 +14,7 @@ import anyio
 import httpx
 import pytest
 
-from chaos_proxy import ChaosConfig, ChaosProxy, ServerThread
+from helpers.chaos_proxy import ChaosConfig, ChaosProxy, ServerThread
 from streamwire.demo import REPLY
 
 
@@ -124,7 +124,7 @@ async def test_tail_reattaches_after_a_cut_and_prints_each_chunk_once(
 
 
 def test_tail_plain_sse_without_reconnect() -> None:
-    from test_client import Reply, Scripted
+    from helpers.scripted import Reply, Scripted
 
     body = b"retry: 100\nevent: greeting\nid: a1\ndata: hello\n\ndata: {\"x\": 1}\n\n"
     with Scripted([Reply(body)]) as srv:
@@ -138,7 +138,7 @@ def test_tail_plain_sse_without_reconnect() -> None:
 
 
 def test_tail_gives_up_after_max_attempts() -> None:
-    from test_client import Reply, Scripted
+    from helpers.scripted import Reply, Scripted
 
     with Scripted([Reply(b"nope", status=503, content_type="text/plain")]) as srv:
         done = _tail(srv.url, "--max-attempts", "1")

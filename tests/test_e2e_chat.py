@@ -17,13 +17,13 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from helpers.chat_samples import CHAT_SAMPLES, MODEL
 from streamwire.chat import Chat, DonePayload
 from streamwire.client import create_sse_readable
 from streamwire.reader import StreamReader
 from streamwire.server import SSEResponse, create_sse_writable
 from streamwire.transport import DEFAULT_HIGH_WATER, SSE_HEADERS, AbortSignal, SSEWritable
 from streamwire.writer import StreamWriter
-from test_writer import CHAT_SAMPLES, MODEL
 
 pytestmark = pytest.mark.anyio
 

@@ -1,6 +1,11 @@
-"""The public face: ``__all__`` is sorted, complete and importable (as httpx checks its own)."""
+"""The public face: ``__all__`` is sorted, complete and importable (as httpx checks its own), and
+every public object reports a public module."""
 
 from __future__ import annotations
+
+import importlib
+
+import pytest
 
 import streamwire
 
@@ -20,3 +25,17 @@ def test_every_public_name_is_exported() -> None:
 def test_errors_read_as_streamwire() -> None:
     assert repr(streamwire.StreamDropError).startswith("<class 'streamwire.StreamDropError")
     assert issubclass(streamwire.StreamGapError, streamwire.StreamwireError)
+
+
+@pytest.mark.parametrize("package", ["streamwire", "streamwire.frames", "streamwire.log",
+                                     "streamwire.server", "streamwire.client"])
+def test_public_objects_report_their_public_module(package: str) -> None:
+    module = importlib.import_module(package)
+    private = {}
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__code__")):
+            where = obj.__module__
+            if any(part.startswith("_") for part in where.split(".")):
+                private[name] = where
+    assert private == {}

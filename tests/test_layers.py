@@ -1,8 +1,11 @@
-"""Each module imports only the layers below it; the sans-I/O core has no asyncio in it."""
+"""Each module imports only the layers below it; the sans-I/O core has no asyncio in it; the
+typed-stream layer imports no web framework; ``import streamwire`` stays light."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "streamwire"
 # Layer of each module (lower numbers are lower layers). Modules not listed are edges (top).
 LAYERS: dict[str, int] = {
     "errors": 0,
+    "_public": 0,
     "sse": 1,
     "contract": 2,
     "chat": 2,
@@ -20,11 +24,19 @@ LAYERS: dict[str, int] = {
     "transport": 3,
     "frames": 4,
     "log": 5,
-    "testing": 6,
+    "runs": 6,
+    "aisdk": 7,
+    "server": 8,
+    "client": 8,
+    "testing": 8,
 }
 EDGE = 9
-SANS_IO = {"sse", "frames", "contract", "chat"}
+SANS_IO = {"sse", "frames", "contract", "chat", "transport"}
 ASYNC_LIBS = {"asyncio", "anyio", "trio", "httpx", "starlette", "uvicorn", "redis", "sqlite3"}
+#: The typed-stream layer (and everything below it) runs under any web stack: it imports none.
+WEB_LIBS = {"httpx", "starlette", "uvicorn", "granian", "fastapi", "redis"}
+#: The two edges are independent of each other: a server does not need the client, nor the reverse.
+SIBLING_EDGES = {"server": "client", "client": "server"}
 
 
 def _layer(module: str) -> int:
@@ -65,3 +77,38 @@ def test_imports_only_lower_layers(path: Path) -> None:
             assert _layer(target) <= own, f"{name} (layer {own}) imports {target} ({_layer(target)})"
         if name.split(".")[0] in SANS_IO:
             assert imported.split(".")[0] not in ASYNC_LIBS, f"sans-I/O {name} imports {imported}"
+        if own <= LAYERS["transport"]:
+            assert imported.split(".")[0] not in WEB_LIBS, f"{name} imports {imported}"
+        sibling = SIBLING_EDGES.get(name.split(".")[0])
+        if sibling is not None:
+            assert not imported.startswith(f"streamwire.{sibling}"), f"{name} imports {imported}"
+
+
+def test_the_tree_shows_the_layers() -> None:
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").exists()}
+    assert {"server", "client", "log", "frames"} <= packages
+    flat = {p.stem for p in SRC.glob("*.py")}
+    assert not {m for m in flat if m.startswith(("_server", "_client"))}, "edges live in packages"
+    assert {"server", "client", "tail"}.isdisjoint(flat)
+
+
+HEAVY = ("httpx", "starlette", "uvicorn", "anyio", "redis", "granian", "fastapi")
+
+
+@pytest.mark.parametrize("statement", ["import streamwire.sse", "import streamwire",
+                                       "import streamwire.frames", "import streamwire.writer",
+                                       "from streamwire.cli import main"])
+def test_importing_the_core_loads_no_web_stack(statement: str) -> None:
+    code = (f"import sys; {statement}; "
+            f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "", f"{statement} loads {done.stdout.strip()}"
+
+
+def test_heavy_names_load_on_first_use() -> None:
+    code = ("import sys, streamwire; assert 'starlette' not in sys.modules; "
+            "app = streamwire.create_app; print(app.__module__, 'starlette' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.split() == ["streamwire.server", "True"]

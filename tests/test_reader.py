@@ -12,13 +12,13 @@ import httpx_sse
 import msgspec
 import pytest
 
+from helpers.chat_samples import CHAT_SAMPLES, SAMPLE_IDS, Billing, MyChat
 from streamwire.chat import Chat, ChunkPayload, DonePayload, Progress
 from streamwire.client import create_sse_readable
 from streamwire.contract import Message
 from streamwire.errors import PayloadError, StreamDropError, UsageError
 from streamwire.reader import StreamReader
 from streamwire.sse import SSEEvent
-from test_writer import CHAT_SAMPLES, SAMPLE_IDS, Billing, MyChat
 
 pytestmark = pytest.mark.anyio
 

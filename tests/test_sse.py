@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sse_vectors import RETRY_IGNORED, VECTORS
+from helpers.sse_vectors import RETRY_IGNORED, VECTORS
 from streamwire.errors import SSEDecodeError, StreamwireError, UsageError
 from streamwire.sse import (
     DEFAULT_MAX_EVENT_SIZE,

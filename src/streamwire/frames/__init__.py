@@ -25,6 +25,7 @@ whatever its ``errorDetail.code``; ``truncated`` is always the retention-floor t
 
 from __future__ import annotations
 
+from .._public import publish
 from ._codec import (
     FRAME_EVENTS,
     FrameDecoder,
@@ -98,3 +99,5 @@ __all__ = [
     "stream_frame_to_sse",
     "transport_drop_frame",
 ]
+
+publish(globals(), __all__)
