@@ -16,7 +16,7 @@ payload type, and the wire name (the SSE ``event:`` field) defaults to the attri
     msg.encode()                                        # b'{"id":"i1","cents":100}'
     Billing.invoice.decode(b'{"id":"i1","cents":1}')    # validated; PayloadError on a wrong shape
 
-Why this design (design A of ``research/typed-contract.md``, chosen over the alternatives there):
+Why this design (over a TypeScript-style ``send(event, data)``, overloads, or generated code):
 
 * The payload is checked in ``BoundEvent.__call__(self, data: T)``, where ``T`` is already fixed by the
   descriptor, so a dict literal gets full TypedDict context in both checkers. The TypeScript shape

@@ -96,7 +96,8 @@ class MalformedFrameError(StreamwireError):
 
 
 class StreamDropError(StreamwireError):
-    """The connection ended with no terminal frame (seed ruling a): re-attach from ``cursor``."""
+    """The connection ended with no terminal frame: a drop, never a clean end (wire v2, seed
+    ``000_e7e163321047a0a9.txt``, "EOF with no terminal frame"); re-attach from ``cursor``."""
 
     retryable = True
 
