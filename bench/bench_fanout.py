@@ -1,0 +1,467 @@
+"""Fan-out: many live readers of a few streams, one server process on one CPU.
+
+R readers over 10 streams; each stream gets 10 chunks/s of about 200 bytes from a producer inside
+the server process. Every delivery is checked at the client (each reader gets every chunk of its
+stream exactly once, in order) before any figure is reported. Candidates, each its own uvicorn
+process pinned to the first CPU (the client runs on the others):
+
+* ``raw broadcast`` -- the limit: each frame encoded once and sent to every reader's ASGI ``send``
+  from the producer's task;
+* ``streamwire memory`` / ``streamwire redis`` -- ``create_app`` over ``MemoryLog`` / ``RedisLog``,
+  the producer appends to the log;
+* ``sse-starlette + queue`` -- what users write: ``EventSourceResponse`` over a generator reading
+  an ``asyncio.Queue`` per subscriber, the producer puts each event into every queue.
+
+Reported: server CPU microseconds per delivered event (from ``/proc/<pid>/stat`` over the steady
+window), delivery latency p50/p99 (the chunk carries ``time.monotonic_ns()`` of its production;
+CLOCK_MONOTONIC is shared by processes), KiB of server RSS per attached idle reader, the time to
+attach every reader, the latency of a small request (``/info``) during delivery, the event loop, and
+the server's garbage-collector counts during delivery.
+
+The client is a non-blocking raw-socket reader driven by ``selectors`` (no asyncio, no HTTP
+library): it finds ``data:`` lines in the (chunked) body, decodes their JSON with msgspec, and
+checks the sequence. Traffic goes to 127.0.0.1 only, and every run is bounded in time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import resource
+import selectors
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from bench._harness import machine_line, table
+
+ROOT = Path(__file__).resolve().parent.parent
+STREAMS = 10
+RATE = 10  # chunks per second per stream
+PAD = "x" * 150  # brings each chunk to about 200 bytes
+READERS = (1_000, 10_000)
+STEADY_SECONDS = 6.0
+WARMUP_SECONDS = 2.0
+KINDS = ("raw broadcast", "streamwire memory", "streamwire redis", "sse-starlette + queue")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+def chunk_json(stream: int, seq: int) -> bytes:
+    return b'{"k":%d,"s":%d,"t":%d,"p":"%s"}' % (stream, seq, time.monotonic_ns(), PAD.encode())
+
+
+# ---- the servers (run in their own process) -------------------------------------------------------
+
+
+class _Control:
+    """What every candidate shares: ``/ctl/start`` starts the producers, ``/ctl/gc`` reports the
+    collector's counts, ``/info`` answers a small request. ``publish(stream, seq)`` is the
+    candidate's own way to hand a chunk to its readers."""
+
+    def __init__(self, publish: Callable[[int, int], Awaitable[None]]) -> None:
+        self.publish = publish
+        self.tasks: list[Any] = []
+        self.gc_start = [0, 0, 0]
+
+    async def produce(self, stream: int) -> None:
+        import asyncio
+
+        seq = 0
+        start = time.monotonic()
+        while True:
+            seq += 1
+            await self.publish(stream, seq)
+            delay = start + seq / RATE - time.monotonic()
+            await asyncio.sleep(max(delay, 0))
+
+    async def handle(self, scope: Scope, send: Send) -> bool:
+        import asyncio
+
+        path = scope["path"]
+        if path == "/ctl/start":
+            gc.collect()
+            self.gc_start = [s["collections"] for s in gc.get_stats()]
+            self.tasks = [asyncio.get_running_loop().create_task(self.produce(k))
+                          for k in range(STREAMS)]
+            body = b"started"
+        elif path == "/ctl/gc":
+            counts = [s["collections"] - c for s, c in zip(gc.get_stats(), self.gc_start,
+                                                            strict=True)]
+            loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
+            body = msgspec.json.encode({"gc": counts, "loop": loop, "frozen": gc.get_freeze_count()})
+        elif path == "/info":
+            body = b'{"ok":true}'
+        else:
+            return False
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
+        return True
+
+
+def raw_app() -> Any:
+    subscribers: list[list[Send]] = [[] for _ in range(STREAMS)]
+
+    async def publish(stream: int, seq: int) -> None:
+        frame = b"event: chunk\nid: %d\ndata: %s\n\n" % (seq, chunk_json(stream, seq))
+        message = {"type": "http.response.body", "body": frame, "more_body": True}
+        for send in list(subscribers[stream]):
+            try:
+                await send(message)
+            except OSError:
+                subscribers[stream].remove(send)
+
+    ctl = _Control(publish)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or await ctl.handle(scope, send):
+            return
+        stream = int(scope["path"].rsplit("/", 2)[-2])
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream")]})
+        subscribers[stream].append(send)
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        with contextlib.suppress(ValueError):
+            subscribers[stream].remove(send)
+
+    return app
+
+
+def sse_starlette_app() -> Any:
+    import asyncio
+
+    from sse_starlette.sse import EventSourceResponse, ServerSentEvent
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.routing import Route
+
+    queues: list[set[asyncio.Queue[ServerSentEvent]]] = [set() for _ in range(STREAMS)]
+
+    async def publish(stream: int, seq: int) -> None:
+        event = ServerSentEvent(data=chunk_json(stream, seq).decode(), event="chunk", id=str(seq))
+        for queue in queues[stream]:
+            queue.put_nowait(event)
+
+    ctl = _Control(publish)
+
+    async def sse(request: Request) -> EventSourceResponse:
+        stream = int(request.path_params["k"])
+        queue: asyncio.Queue[ServerSentEvent] = asyncio.Queue()
+        queues[stream].add(queue)
+
+        async def events() -> Any:
+            try:
+                while True:
+                    yield await queue.get()
+            finally:
+                queues[stream].discard(queue)
+
+        return EventSourceResponse(events(), ping=3600)
+
+    inner = Starlette(routes=[Route("/streams/{k}/sse", sse)])
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and await ctl.handle(scope, send):
+            return
+        await inner(scope, receive, send)
+
+    return app
+
+
+def streamwire_app(backend: str) -> Any:
+    from streamwire.server import create_app
+
+    if backend == "redis":
+        from streamwire.log.redis import RedisLog
+
+        log: Any = RedisLog(url=os.environ.get("STREAMWIRE_BENCH_REDIS", "redis://127.0.0.1:6379/0"),
+                            prefix=f"bench-fanout-{os.getpid()}")
+    else:
+        from streamwire.log.memory import MemoryLog
+
+        log = MemoryLog()
+    options: dict[str, Any] = {"max_connections": 50_000, "max_connections_per_stream": 50_000}
+    try:
+        inner = create_app(log, allow_anonymous_writes=True, **options)  # type: ignore[call-arg]
+    except TypeError:  # before create_app became secure by default
+        inner = create_app(log, **options)
+
+    async def publish(stream: int, seq: int) -> None:
+        await log.append(f"f{stream}", 0, chunk_json(stream, seq))
+
+    ctl = _Control(publish)
+    created = False
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        nonlocal created
+        if scope["type"] == "http" and not created:
+            created = True
+            for k in range(STREAMS):
+                await log.create_stream(f"f{k}")
+        if scope["type"] == "http" and scope["path"] != "/info" and await ctl.handle(scope, send):
+            return
+        if scope["type"] == "http" and scope["path"] == "/info":
+            scope = {**scope, "path": "/streams/f0/info", "raw_path": b"/streams/f0/info"}
+        await inner(scope, receive, send)
+
+    return app
+
+
+def serve(kind: str, port: int) -> None:
+    import uvicorn
+
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    factory: dict[str, Callable[[], Any]] = {
+        "raw broadcast": raw_app,
+        "streamwire memory": lambda: streamwire_app("memory"),
+        "streamwire redis": lambda: streamwire_app("redis"),
+        "sse-starlette + queue": sse_starlette_app,
+    }
+    uvicorn.run(factory[kind](), host="127.0.0.1", port=port, log_level="warning",
+                access_log=False, backlog=16_384, timeout_keep_alive=3600)
+
+
+# ---- the client -----------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _cpus() -> tuple[set[int], set[int]] | None:
+    cpus = sorted(os.sched_getaffinity(0))
+    return ({cpus[0]}, set(cpus[1:])) if len(cpus) >= 2 else None
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def _request(port: int, path: str, timeout: float = 10.0) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode())
+        parts = []
+        while chunk := s.recv(65536):
+            parts.append(chunk)
+    answer = b"".join(parts)
+    return answer.split(b"\r\n\r\n", 1)[1]
+
+
+class _Reader:
+    __slots__ = ("buf", "expect", "headers", "sock", "stream")
+
+    def __init__(self, sock: socket.socket, stream: int) -> None:
+        self.sock = sock
+        self.stream = stream
+        self.buf = b""
+        self.headers = False
+        self.expect = 0  # the first seq seen sets it: a reader attaches mid-stream
+
+
+class Verdict(msgspec.Struct):
+    delivered: int = 0
+    errors: int = 0
+    first_error: str = ""
+
+
+def _read(reader: _Reader, latencies: list[int], verdict: Verdict, record: bool) -> bool:
+    """Consume what the socket has; False when it closed."""
+    try:
+        data = reader.sock.recv(262_144)
+    except BlockingIOError:
+        return True
+    if not data:
+        return False
+    now = time.monotonic_ns()
+    buf = reader.buf + data if reader.buf else data
+    if not reader.headers:
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            reader.buf = buf
+            return True
+        if not buf.startswith(b"HTTP/1.1 200"):
+            verdict.errors += 1
+            verdict.first_error = verdict.first_error or buf[:120].decode(errors="replace")
+        reader.headers = True
+        buf = buf[end + 4:]
+    # the end of the last complete frame (LF or CRLF lines: sse-starlette writes CRLF)
+    cut = max(buf.rfind(b"\n\n"), buf.rfind(b"\n\r\n"))
+    if cut < 0:
+        reader.buf = buf
+        return True
+    rest = buf.find(b"\n", cut + 1) + 1
+    reader.buf = buf[rest:]
+    pos = 0
+    decode = msgspec.json.decode
+    while (start := buf.find(b"data: ", pos, cut)) >= 0:
+        stop = buf.find(b"\n", start)
+        pos = stop
+        payload = decode(buf[start + 6:stop])
+        if "chunk" in payload and "sequence" in payload:  # wire v2: the chunk rides in a frame
+            payload = payload["chunk"]
+        if "s" not in payload:
+            continue  # caught-up and other markers
+        seq = payload["s"]
+        if (reader.expect and seq != reader.expect) or payload["k"] != reader.stream:
+            verdict.errors += 1
+            verdict.first_error = verdict.first_error or f"stream {reader.stream}: {seq} != {reader.expect}"
+        reader.expect = seq + 1
+        verdict.delivered += 1
+        if record:
+            latencies.append(now - payload["t"])
+    return True
+
+
+def run_one(kind: str, readers: int) -> dict[str, Any]:
+    port = _free_port()
+    split = _cpus()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    proc = subprocess.Popen([sys.executable, "-m", "bench.bench_fanout", "serve", kind, str(port)],
+                            cwd=ROOT, env=env)
+    sel = selectors.DefaultSelector()
+    socks: list[_Reader] = []
+    try:
+        if split is not None:
+            os.sched_setaffinity(proc.pid, split[0])
+            os.sched_setaffinity(0, split[1])
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                _request(port, "/info", timeout=1)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        rss0 = _rss_kib(proc.pid)
+        verdict = Verdict()
+        latencies: list[int] = []
+        t0 = time.monotonic()
+        for i in range(readers):
+            s = socket.socket()
+            s.connect(("127.0.0.1", port))
+            s.setblocking(False)
+            r = _Reader(s, i % STREAMS)
+            s.send(b"GET /streams/%s%d/sse HTTP/1.1\r\nHost: x\r\n\r\n"
+                   % (b"f" if kind.startswith("streamwire") else b"", r.stream))
+            sel.register(s, selectors.EVENT_READ, r)
+            socks.append(r)
+            if i % 200 == 199:  # keep the accept queue short
+                for key, _ in sel.select(0):
+                    _read(key.data, latencies, verdict, False)
+        while not all(r.headers for r in socks):
+            if time.monotonic() - t0 > 120:
+                raise RuntimeError(f"{kind}: attaching {readers} readers took over 120 s")
+            for key, _ in sel.select(0.5):
+                _read(key.data, latencies, verdict, False)
+        attach = time.monotonic() - t0
+        time.sleep(0.5)
+        rss1 = _rss_kib(proc.pid)
+        _request(port, "/ctl/start")
+        t_start = time.monotonic()
+        info_ms: list[float] = []
+        next_info = t_start + WARMUP_SECONDS
+        cpu0 = None
+        delivered0 = 0
+        while True:
+            now = time.monotonic()
+            record = now - t_start >= WARMUP_SECONDS
+            if record and cpu0 is None:
+                cpu0, delivered0, w0 = _cpu_seconds(proc.pid), verdict.delivered, now
+            if now - t_start >= WARMUP_SECONDS + STEADY_SECONDS:
+                break
+            for key, _ in sel.select(0.05):
+                if not _read(key.data, latencies, verdict, record):
+                    sel.unregister(key.fileobj)
+                    verdict.errors += 1
+                    verdict.first_error = verdict.first_error or "a reader was closed"
+            if record and now >= next_info:
+                t = time.perf_counter()
+                _request(port, "/info")
+                info_ms.append((time.perf_counter() - t) * 1000)
+                next_info = now + 0.25
+        assert cpu0 is not None
+        cpu = _cpu_seconds(proc.pid) - cpu0
+        delivered = verdict.delivered - delivered0
+        expected = readers * RATE * (time.monotonic() - w0)
+        gcinfo = msgspec.json.decode(_request(port, "/ctl/gc"))
+        lat = sorted(latencies)
+        return {
+            "kind": kind, "readers": readers, "errors": verdict.errors,
+            "first_error": verdict.first_error,
+            "cpu_us": cpu / delivered * 1e6 if delivered else float("nan"),
+            "share": delivered / expected if expected else 0.0,
+            "p50": lat[len(lat) // 2] / 1e6 if lat else float("nan"),
+            "p99": lat[int(len(lat) * 0.99)] / 1e6 if lat else float("nan"),
+            "kib": (rss1 - rss0) / readers, "attach": attach,
+            "info_p50": statistics.median(info_ms) if info_ms else float("nan"),
+            "info_max": max(info_ms) if info_ms else float("nan"),
+            "loop": gcinfo["loop"], "gc": gcinfo["gc"],
+        }
+    finally:
+        for r in socks:
+            r.sock.close()
+        sel.close()
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main(rounds: int, readers: tuple[int, ...] = READERS, kinds: tuple[str, ...] = KINDS) -> str:
+    del rounds  # one steady window per candidate; the window itself is the median's sample
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+    rows = []
+    for n in readers:
+        results = [run_one(kind, n) for kind in kinds]
+        limit = next((r for r in results if r["kind"] == "raw broadcast"), None)
+        for r in results:
+            ok = "ok" if r["errors"] == 0 else f"WRONG: {r['errors']} ({r['first_error']})"
+            ratio = f"{r['cpu_us'] / limit['cpu_us']:.2f}x" if limit else "-"
+            rows.append([f"{n:,}", r["kind"], ok, f"{r['share']:.0%}", f"{r['cpu_us']:.1f}", ratio,
+                         f"{r['p50']:.1f} / {r['p99']:.1f}", f"{r['kib']:.1f}",
+                         f"{r['attach']:.2f}", f"{r['info_p50']:.1f} / {r['info_max']:.1f}",
+                         r["loop"], "/".join(map(str, r["gc"]))])
+    return "\n".join([
+        "## Fan-out", "", machine_line(["uvicorn", "sse-starlette", "redis"]), "",
+        f"{STREAMS} streams x {RATE} chunks/s of ~200 B; warm-up {WARMUP_SECONDS:.0f} s, steady "
+        f"window {STEADY_SECONDS:.0f} s; server on one CPU, client on the other.", "",
+        table("Readers over 10 streams (every delivery checked)", ["readers", "candidate", "deliveries", "delivered/expected", "CPU us/event",
+               "vs limit", "p50 / p99 ms", "KiB/reader", "attach s", "/info p50 / max ms",
+               "loop", "gc gen0/1/2"], rows),
+    ])
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"]:
+        serve(sys.argv[2], int(sys.argv[3]))
+    else:
+        print(main(1, tuple(int(n) for n in sys.argv[1:]) or READERS))
