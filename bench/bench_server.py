@@ -276,7 +276,7 @@ def streamwire_app() -> Any:
     from streamwire.server import create_app
 
     log = MemoryLog()
-    app = create_app(log)
+    app = create_app(log, allow_anonymous_writes=True)  # the bench writes in-process
 
     async def produce(q: dict[str, str]) -> None:
         # plain asyncio tasks, as the hand-off control's producers are

@@ -101,7 +101,8 @@ async def test_chromium_eventsource_reattaches_after_a_cut_with_last_event_id() 
     from streamwire.server import create_app
 
     # retry: 100 ms so the browser re-attaches quickly (Chromium waits 3 s by default).
-    recorder = Recorder(create_app(MemoryLog(), cors_origins=["*"], retry=100))
+    recorder = Recorder(create_app(MemoryLog(), cors_origins=["*"], retry=100,
+                                   allow_anonymous_writes=True))
     reports: list[dict[str, Any]] = []
     arrived = threading.Event()
     config = ChaosConfig(min_budget=CUT_AT, max_budget=CUT_AT, max_cuts=1, stall_probability=0)

@@ -508,7 +508,7 @@ def _server_app() -> tuple[Any, Any]:
     from streamwire.server import create_app
 
     log = MemoryLog()
-    return log, create_app(log)
+    return log, create_app(log, allow_anonymous_writes=True)
 
 
 @pytest.fixture
@@ -657,7 +657,8 @@ async def test_heartbeats_keep_a_quiet_stream_alive_and_silence_does_not() -> No
     from streamwire.server import create_app
 
     log = MemoryLog()
-    with ServerThread(create_app(log, heartbeat_interval=0.1)) as server:
+    app = create_app(log, heartbeat_interval=0.1, allow_anonymous_writes=True)
+    with ServerThread(app) as server:
         url = server.url
         _post(url, "/streams/q", {}, method="PUT")
         _write(url, "q", ["a"])

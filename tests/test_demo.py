@@ -63,7 +63,7 @@ def live() -> Iterator[tuple[str, Any]]:
     from streamwire.log.memory import MemoryLog
     from streamwire.server import create_app
 
-    with ServerThread(create_app(MemoryLog())) as server:
+    with ServerThread(create_app(MemoryLog(), allow_anonymous_writes=True)) as server:
         yield server.url, server
 
 

@@ -105,6 +105,8 @@ def serving(log_factory: LogFactory, **app_options: Any) -> Iterator[Running]:
 
     async def main() -> None:
         log = log_factory()
+        if "authorize" not in app_options and "token" not in app_options:
+            app_options.setdefault("allow_anonymous_writes", True)
         app = create_app(log, **app_options)
         server = uvicorn_server(app, log_level="warning")
         made.update(app=app, server=server)
@@ -732,7 +734,8 @@ async def test_a_connection_the_server_cancels_still_gets_its_fail_frame() -> No
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(MemoryLog()), log_level="warning",
+    config = uvicorn.Config(create_app(MemoryLog(), allow_anonymous_writes=True),
+                            log_level="warning",
                             timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=asyncio.run, args=(server.serve(sockets=[sock]),),
@@ -769,9 +772,9 @@ async def test_retry_field_goes_first_for_browser_readers() -> None:
 
 def test_bad_settings_are_refused_at_once() -> None:
     with pytest.raises(ValueError, match="heartbeat_interval"):
-        create_app(MemoryLog(), heartbeat_interval=0)
+        create_app(MemoryLog(), heartbeat_interval=0, allow_anonymous_writes=True)
     with pytest.raises(ValueError, match="send_timeout"):
-        create_app(MemoryLog(), send_timeout=float("inf"))
+        create_app(MemoryLog(), send_timeout=float("inf"), allow_anonymous_writes=True)
 
 
 # ---- the app itself ---------------------------------------------------------------------------------
@@ -798,7 +801,7 @@ async def test_mounted_in_fastapi() -> None:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     outer = FastAPI()
-    stream_app = create_app(MemoryLog())
+    stream_app = create_app(MemoryLog(), allow_anonymous_writes=True)
     outer.mount("/api", stream_app)
     import uvicorn
 

@@ -11,6 +11,7 @@ order, and says how many were replayed.
 from __future__ import annotations
 
 import argparse
+import secrets
 import socket
 import sys
 import time
@@ -115,7 +116,9 @@ async def _run(args: argparse.Namespace, out: _Printer) -> int:
     words[-1] = words[-1].rstrip()
     log = MemoryLog()
     await log.create_stream(STREAM_ID)
-    server = uvicorn.Server(uvicorn.Config(create_app(log), host="127.0.0.1", port=0,
+    # the demo writes to the log in-process: over HTTP it only reads, so writes get a throwaway token
+    app = create_app(log, token=secrets.token_urlsafe(16))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0,
                                            log_level="warning", lifespan="on"))
     # Bound and listening before uvicorn starts: the port is known at once and a connection
     # made while uvicorn starts up waits in the backlog.

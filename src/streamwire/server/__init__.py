@@ -13,7 +13,7 @@
     POST /streams/{id}/reactivate   make a finished stream active again
     GET  /openapi.json              the OpenAPI document of the above
 
-Mount it in FastAPI with ``app.mount("/", create_app(log))``; a mounted app gets no lifespan
+Mount it in FastAPI with ``app.mount("/", create_app(log, token=...))``; a mounted app gets no lifespan
 events, so call ``await stream_app.drain()`` from the host app's own lifespan shutdown.
 
 Errors are JSON ``{"error": "<what is wrong>", "status": N}``: 400 for bad JSON, a bad cursor or
@@ -21,6 +21,10 @@ stream id; 422 for a body of the wrong shape; 404 for an unknown stream; 409 whe
 forbids the write; 413 past a size limit; 429 (per-stream cap) or 503 (global cap, draining) with
 ``Retry-After``. The text of an unexpected exception never reaches the client unless
 ``expose_errors=True``; streamwire's own 4xx errors say what is wrong.
+
+Writes are never open by omission: ``create_app`` needs ``authorize=<hook>``, ``token=<bearer
+token>`` (writes need ``Authorization: Bearer <token>``, reads stay open) or
+``allow_anonymous_writes=True``, else it raises ``UsageError``.
 
 Authorization: ``authorize(request, stream_id, access)`` with ``access`` ``"read"`` (info, sse) or
 ``"write"`` (everything else) runs before any other work. It returns None (or an awaitable of None)

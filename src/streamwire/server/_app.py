@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..errors import UsageError
 from ..log import StreamLog
 from ._http import (
     Refusal,
@@ -133,6 +134,26 @@ def bearer_token(token: str, *, protect_reads: bool = False) -> Authorize:
     return authorize
 
 
+def _write_protection(authorize: Authorize | None, token: str | None,
+                      allow_anonymous_writes: bool) -> Authorize | None:
+    """The hook writes go through: exactly one explicit choice, never open by omission."""
+    chosen = [name for name, given in (("authorize", authorize is not None),
+                                       ("token", token is not None),
+                                       ("allow_anonymous_writes", allow_anonymous_writes)) if given]
+    if not chosen:
+        raise UsageError(
+            "create_app() needs a choice about who may write (create, append, end, fail, reset): "
+            "pass authorize=<hook>, token=<bearer token>, or allow_anonymous_writes=True")
+    if len(chosen) > 1:
+        raise UsageError(f"create_app(): pass only one of {', '.join(chosen)} "
+                         "(for a token and a hook, check the token inside the hook: bearer_token())")
+    if token is not None:
+        if not token:
+            raise UsageError("create_app(token=...) must not be empty")
+        return bearer_token(token)
+    return authorize
+
+
 class StreamApp(Starlette):
     """The Starlette app ``create_app`` returns; adds ``drain()`` and ``statistics()``."""
 
@@ -141,6 +162,8 @@ class StreamApp(Starlette):
         log: StreamLog,
         *,
         authorize: Authorize | None,
+        token: str | None = None,
+        allow_anonymous_writes: bool = False,
         heartbeat_interval: float | None,
         max_connections: int,
         max_connections_per_stream: int,
@@ -161,7 +184,7 @@ class StreamApp(Starlette):
             raise ValueError("send_timeout must be a finite number of seconds > 0")
         self.log = log
         self._drain_on_signal = drain_on_signal
-        self._authorize = authorize
+        self._authorize = _write_protection(authorize, token, allow_anonymous_writes)
         self._heartbeat = heartbeat_interval
         self._max_connections = max_connections
         self._max_per_stream = max_connections_per_stream
@@ -386,6 +409,8 @@ def create_app(
     log: StreamLog,
     *,
     authorize: Authorize | None = None,
+    token: str | None = None,
+    allow_anonymous_writes: bool = False,
     heartbeat_interval: float | None = DEFAULT_HEARTBEAT_INTERVAL,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     max_connections_per_stream: int = DEFAULT_MAX_CONNECTIONS_PER_STREAM,
@@ -402,8 +427,15 @@ def create_app(
 ) -> StreamApp:
     """Serve ``log`` over HTTP as wire v2 (routes and rules: this module's docstring).
 
+    Writes are never open by omission: pass exactly one of ``authorize``, ``token`` or
+    ``allow_anonymous_writes=True``, else ``UsageError``.
+
     Args:
-        authorize: the authorization hook; None allows everything.
+        authorize: the authorization hook (``access`` "read" or "write"); it decides every request.
+        token: writes need ``Authorization: Bearer <token>`` (``bearer_token(token)``); reads
+            stay open (``authorize=bearer_token(token, protect_reads=True)`` protects them too).
+        allow_anonymous_writes: anyone who reaches the server may write (development, or a
+            server behind its own gateway).
         heartbeat_interval: seconds between heartbeat comments on a quiet SSE stream (None: off).
         max_connections, max_connections_per_stream: SSE connection caps (503 / 429 past them).
         send_timeout: seconds one write may stay blocked before the consumer is evicted.
@@ -418,7 +450,8 @@ def create_app(
             granian). Off: call ``drain()`` yourself.
     """
     return StreamApp(
-        log, authorize=authorize, heartbeat_interval=heartbeat_interval,
+        log, authorize=authorize, token=token, allow_anonymous_writes=allow_anonymous_writes,
+        heartbeat_interval=heartbeat_interval,
         max_connections=max_connections, max_connections_per_stream=max_connections_per_stream,
         send_timeout=send_timeout, cors_origins=cors_origins, expose_errors=expose_errors,
         max_body_size=max_body_size, max_batch_chunks=max_batch_chunks,
