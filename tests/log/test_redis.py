@@ -617,3 +617,39 @@ async def test_cancelled_reads_leave_no_subscription(log: RedisLog, raw: aioredi
         await _subscribers_become(raw, channel, 1)
         group.cancel_scope.cancel()
     await _subscribers_become(raw, channel, 0)
+
+
+async def test_the_redis_py_adapter_still_fits() -> None:
+    """The one place RedisLog reads a redis-py private attribute (a connection's stream writer):
+    fail loudly on a redis-py it was not checked against, or when a real connection no longer
+    has what the adapter reads."""
+    import asyncio
+    import time
+
+    import redis
+    from redis.asyncio.connection import Connection
+
+    from streamwire.log._redis_socket import (
+        TESTED_REDIS_PY_MAJORS,
+        idle_socket_readable,
+        writer_of,
+    )
+
+    require(_answers(6379), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
+    major = int(redis.__version__.split(".")[0])
+    assert major in TESTED_REDIS_PY_MAJORS, (
+        f"redis-py {redis.__version__} is not one streamwire/log/_redis_socket.py was checked "
+        "against: check Connection._writer still holds the asyncio.StreamWriter, then widen "
+        "TESTED_REDIS_PY_MAJORS")
+    conn = Connection(host="127.0.0.1", port=6379, protocol=2)
+    await conn.connect()  # type: ignore[no-untyped-call]
+    try:
+        writer = writer_of(conn)
+        assert isinstance(writer, asyncio.StreamWriter)
+        assert not idle_socket_readable(conn)
+        writer.write(b"*1\r\n$4\r\nPING\r\n")  # straight to the socket, as the log writes
+        time.sleep(0.2)  # noqa: ASYNC251 - block the loop: the reply waits unseen by asyncio
+        assert idle_socket_readable(conn)
+        assert await conn.read_response() in (b"PONG", "PONG")
+    finally:
+        await conn.disconnect()

@@ -4,7 +4,8 @@ One async API (``StreamLog``), several backends: ``streamwire.log.memory.MemoryL
 ``streamwire.log.sqlite.SQLiteLog`` (a file) and ``streamwire.log.redis.RedisLog`` (many servers).
 Every backend passes the same contract suite, ``streamwire.testing``.
 
-Semantics (wire v2, ``../shared/seeds/000_*``):
+Semantics (wire v2, ``../shared/seeds/000_e7e163321047a0a9.txt``; the read rules are written once,
+in ``streamwire.log._reader``, and every backend applies them):
 
 * sequences start at 1 and are monotonic and gap-free per stream, also across ``reset_stream``
   (a new run continues the counter, so an old cursor never aliases a new chunk);
@@ -12,7 +13,7 @@ Semantics (wire v2, ``../shared/seeds/000_*``):
   ``CaughtUpFrame(head)``, then live chunks and ``RewoundFrame`` markers, then exactly one terminal
   frame (``EndFrame``, ``FailFrame`` or ``TruncatedFrame``) and stops;
 * ``TruncatedFrame(floor)`` answers a cursor below the floor while a cleanup marker is set
-  (decision 1), and whenever retention trimming removed chunks above the cursor: never a silent gap.
+  (a cleanup removed chunks of the current run), and whenever retention trimming removed chunks above the cursor: never a silent gap.
   A cursor from an earlier run (at or below the head when the stream was reset) is served the
   current run;
 * readers pull from the log: a slow reader makes the log buffer nothing, an append never waits on

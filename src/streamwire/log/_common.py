@@ -30,7 +30,6 @@ __all__ = [
     "deleted_frame",
     "end_payload",
     "fail_payload",
-    "is_truncated",
     "rewound_frame",
     "terminal_frame",
     "truncated_frame",
@@ -156,19 +155,6 @@ def json_copy(value: dict[str, Any], what: str) -> dict[str, Any]:
     except (TypeError, msgspec.EncodeError) as exc:
         raise UsageError(f"{what} must be JSON-serialisable: {exc}") from None
     return copied
-
-
-def is_truncated(cursor: int, *, run_start: int, floor: int, marker: int | None,
-                 trimmed: bool) -> bool:
-    """Decision 1, plus retention: must a reader attaching at ``cursor`` get ``truncated``?
-
-    Only while chunks of the current run were lost (a cleanup marker is set, or retention trimmed
-    the oldest) and the cursor is below the floor. A cursor from an earlier run (<= ``run_start``,
-    the head when the run was reset) counts as the run's start: it is served the new run.
-    """
-    if marker is None and not trimmed:
-        return False
-    return max(cursor, run_start) < floor
 
 
 def terminal_frame(status: StreamStatus, *, output: Any = None, state: Any = None,

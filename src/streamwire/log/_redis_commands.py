@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import math
-import select
 from collections import deque
 from typing import Any, Final, cast, final
 
 from redis import exceptions as redis_errors
 from redis.asyncio.connection import Connection, ConnectionPool
+
+from ..errors import LogError
+from ._redis_socket import idle_socket_readable, writer_of
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -29,19 +31,6 @@ REDIS_DOWN: Final = (redis_errors.ConnectionError, redis_errors.TimeoutError, OS
 
 def connection(factory: ConnectionPool) -> Connection:
     return cast(Connection, factory.make_connection())  # type: ignore[no-untyped-call]
-
-
-def _readable(conn: Connection) -> bool:
-    """Whether an idle connection has anything to read (it should not: EOF or garbage)."""
-    writer: Any = getattr(conn, "_writer", None)
-    sock: Any = None if writer is None else writer.transport.get_extra_info("socket")
-    if sock is None:
-        return True
-    try:
-        ready, _, _ = select.select([sock.fileno()], [], [], 0)
-    except (OSError, ValueError):
-        return True
-    return bool(ready)
 
 
 def _pack(args: tuple[Any, ...]) -> bytes:
@@ -80,14 +69,14 @@ class Commands:
         self._deadlines: deque[float] = deque()
         self._watch: asyncio.TimerHandle | None = None
         self._out: list[bytes] = []
-        self._writer: Any = None
+        self._writer: asyncio.StreamWriter | None = None
         self._reader: asyncio.Task[None] | None = None
         self._opening = asyncio.Lock()
 
     async def _open(self) -> Connection:
         async with self._opening:
             conn = self._conn
-            if conn is not None and conn.is_connected and (self._waiting or not _readable(conn)):
+            if conn is not None and conn.is_connected and (self._waiting or not idle_socket_readable(conn)):
                 return conn
             # A connection killed while idle (CLIENT KILL, a restart) is readable (EOF) with no
             # reply pending: replace it before sending, so a dead socket is not mistaken for an
@@ -104,13 +93,17 @@ class Commands:
             self._waiting = deque()
             self._deadlines = deque()
             self._out = []
-            self._writer = getattr(conn, "_writer")  # noqa: B009 - redis-py keeps it private
+            try:
+                self._writer = writer_of(conn)
+            except LogError:
+                await conn.disconnect(nowait=True)
+                raise
             self._reader = asyncio.get_running_loop().create_task(self._read(conn))
             return conn
 
     async def call(self, *args: Any) -> Any:
         conn = self._conn
-        if conn is None or not conn.is_connected or (not self._waiting and _readable(conn)):
+        if conn is None or not conn.is_connected or (not self._waiting and idle_socket_readable(conn)):
             conn = await self._open()
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[Any] = loop.create_future()
@@ -123,6 +116,7 @@ class Commands:
         # to the stream: redis-py's send wraps every write in wait_for (a task per command). A
         # lost connection shows up in the reader, which fails the reply.
         writer = self._writer
+        assert writer is not None  # set with the connection
         if len(self._waiting) == 1:
             writer.write(_pack(args))  # the line was idle: no one to batch with, send now
         else:
@@ -154,7 +148,8 @@ class Commands:
             "log if Redis is just slow)")
         self._conn = None
         self._fail_waiting(waiting, deadlines, error)
-        self._writer.transport.abort()
+        if self._writer is not None:
+            self._writer.transport.abort()
 
     @staticmethod
     def _fail_waiting(waiting: deque[asyncio.Future[Any]], deadlines: deque[float],
@@ -169,7 +164,7 @@ class Commands:
 
     def _flush(self, conn: Connection) -> None:
         out, self._out = self._out, []
-        if conn is self._conn and out:
+        if conn is self._conn and out and self._writer is not None:
             self._writer.write(b"".join(out))
 
     async def _read(self, conn: Connection) -> None:

@@ -1,6 +1,5 @@
 """Live delivery for ``RedisLog``: the per-process pub/sub dispatcher, its topics and local
-readers' bounded queues, the parsed live messages, and the atomic page plus the reader's merge of
-replay and live by sequence."""
+readers' bounded queues, and the parsed live messages (``LiveKind`` says what each one is)."""
 
 from __future__ import annotations
 
@@ -13,28 +12,25 @@ import msgspec
 from redis.asyncio.connection import Connection, ConnectionPool
 
 from ..errors import LogError
-from ..frames import ChunkFrame, EndFrame, FailFrame, RewoundFrame, StreamFrame, TerminalFrame
-from . import StreamStatus
-from ._common import FINISHED, deleted_frame, truncated_frame
+from ..frames import ChunkFrame, EndFrame, FailFrame, RewoundFrame, StreamFrame
 from ._redis_commands import connection
+from ._redis_scripts import LiveKind
 
 __all__ = [
     "CLOSED",
     "OVERFLOW",
-    "PAGE",
     "Dispatcher",
     "Live",
-    "Merge",
-    "Page",
     "Sub",
+    "end_decoder",
+    "fail_decoder",
     "rewound_decoder",
 ]
 
-#: Entries per ``XRANGE`` page when replaying or catching up: bounds one reply's memory.
-PAGE: Final = 512
-_end_decoder: Final = msgspec.json.Decoder(EndFrame)
-_fail_decoder: Final = msgspec.json.Decoder(FailFrame)
+end_decoder: Final = msgspec.json.Decoder(EndFrame)
+fail_decoder: Final = msgspec.json.Decoder(FailFrame)
 rewound_decoder: Final = msgspec.json.Decoder(RewoundFrame)
+_KINDS: Final = {ord(kind.value): kind for kind in LiveKind}
 
 
 # --------------------------------------------------------------------------------------------
@@ -47,21 +43,21 @@ class Live:
 
     __slots__ = ("epoch", "frames", "kind", "number", "trimmed")
 
-    def __init__(self, kind: str, epoch: str, number: int,
+    def __init__(self, kind: LiveKind, epoch: str, number: int,
                  frames: tuple[StreamFrame, ...], trimmed: int = 0) -> None:
-        self.kind = kind        # c chunks, e end, f fail, w rewound, x deleted
+        self.kind = kind
         self.epoch = epoch
-        self.number = number    # c: first sequence; e/f: head; w: cleanup count
+        self.number = number    # chunks: first sequence; end/fail: head; rewound: its number
         self.frames = frames
-        self.trimmed = trimmed  # c: the highest sequence retention had removed after the append
+        self.trimmed = trimmed  # chunks: the highest sequence retention removed after the append
 
 
 def _parse_live(data: bytes) -> Live:
     nl = data.index(b"\n")
     head = data[1:nl].split(b" ")
-    kind, epoch, number, body = chr(data[0]), head[0].decode(), int(head[1]), data[nl + 1:]
+    kind, epoch, number, body = _KINDS[data[0]], head[0].decode(), int(head[1]), data[nl + 1:]
     frames: tuple[StreamFrame, ...]
-    if kind == "c":
+    if kind is LiveKind.CHUNKS:
         out: list[StreamFrame] = []
         pos = 0
         for i, size in enumerate(head[2].split(b",")):
@@ -69,19 +65,19 @@ def _parse_live(data: bytes) -> Live:
             out.append(ChunkFrame(sequence=number + i, chunk=msgspec.Raw(body[pos:end])))
             pos = end
         return Live(kind, epoch, number, tuple(out), int(head[3]))
-    elif kind == "e":
-        frames = (_end_decoder.decode(body),)
-    elif kind == "f":
-        frames = (_fail_decoder.decode(body),)
-    elif kind == "w":
+    elif kind is LiveKind.END:
+        frames = (end_decoder.decode(body),)
+    elif kind is LiveKind.FAIL:
+        frames = (fail_decoder.decode(body),)
+    elif kind is LiveKind.REWOUND:
         frames = (rewound_decoder.decode(body),)
     else:
         frames = ()
     return Live(kind, epoch, number, frames)
 
 
-OVERFLOW: Final = Live("o", "", 0, ())
-CLOSED: Final = Live("z", "", 0, ())
+OVERFLOW: Final = Live(LiveKind.OVERFLOW, "", 0, ())
+CLOSED: Final = Live(LiveKind.CLOSED, "", 0, ())
 
 
 @final
@@ -100,17 +96,18 @@ class Sub:
     def push(self, item: Live, limit: int) -> None:
         if self.overflow or self.ended:
             return
-        if item.kind == "w":
+        if item.kind is LiveKind.REWOUND:
             # chunks queued before a cleanup may be gone: the reader re-reads them from XRANGE
             # (survivors only), so it never takes a chunk the cleanup removed before it took it
-            self.queue = deque(i for i in self.queue if i.kind != "c")
+            self.queue = deque(i for i in self.queue if i.kind is not LiveKind.CHUNKS)
         elif item.trimmed and self.queue and (
-                self.queue[0].kind != "c" or self.queue[0].number <= item.trimmed):
+                self.queue[0].kind is not LiveKind.CHUNKS or self.queue[0].number <= item.trimmed):
             # retention removed chunks this reader has queued but not taken: drop them, so it
             # finds the gap, reads the floor and gets ``truncated`` as on every backend (queued
             # batches are in sequence order, so the head of the queue says whether any is hit)
             trimmed = item.trimmed
-            self.queue = deque(i for i in self.queue if i.kind != "c" or i.number > trimmed)
+            self.queue = deque(i for i in self.queue
+                               if i.kind is not LiveKind.CHUNKS or i.number > trimmed)
         if len(self.queue) >= limit:
             # stop queueing: the reader catches up from XRANGE (never unbounded, never lost)
             self.overflow = True
@@ -286,84 +283,3 @@ class Dispatcher:
                         del self._pending[channel]
             elif kind == b"pong":
                 self._ping_at = None
-
-
-# --------------------------------------------------------------------------------------------
-# Pages and the reader's merge state
-
-
-@final
-class Page:
-    """Meta and one ``XRANGE`` page, read atomically."""
-
-    __slots__ = ("entries", "epoch", "floor", "head", "low", "marker", "meta", "nrew", "run",
-                 "status", "tfloor")
-
-    status: StreamStatus
-
-    def __init__(self, reply: list[Any]) -> None:
-        raw = reply[0]
-        meta: dict[bytes, bytes] = dict(zip(raw[::2], raw[1::2], strict=True))
-        self.meta = meta
-        self.epoch = meta[b"epoch"].decode()
-        self.head = int(meta[b"head"])
-        self.status = cast(StreamStatus, meta[b"status"].decode())
-        self.run = int(meta[b"run"])
-        self.tfloor = int(meta[b"tfloor"])
-        self.nrew = int(meta[b"nrew"])
-        marker = meta.get(b"marker")
-        self.marker = None if marker is None else int(marker)
-        low = int(reply[1])
-        self.low = low or None
-        self.floor = low - 1 if low else self.head
-        flat: list[bytes] = reply[2]
-        self.entries = [(int(flat[i][:-2]), flat[i + 1]) for i in range(0, len(flat), 2)]
-
-    def terminal(self) -> TerminalFrame:
-        term = self.meta[b"term"]
-        return _fail_decoder.decode(term) if self.status == "failed" else _end_decoder.decode(term)
-
-    def rewound(self) -> RewoundFrame:
-        return rewound_decoder.decode(self.meta[b"rw"])
-
-
-@final
-class Merge:
-    """Where one reader is: everything up to ``covered`` was delivered or is known absent."""
-
-    __slots__ = ("covered", "epoch", "nrew")
-
-    def __init__(self, covered: int, epoch: str, nrew: int) -> None:
-        self.covered = covered
-        self.epoch = epoch
-        self.nrew = nrew
-
-    def apply(self, page: Page | None) -> tuple[list[StreamFrame], bool, bool]:
-        """Frames from a catch-up page, whether the reader is done, whether more pages follow."""
-        if page is None:
-            return [deleted_frame()], True, False
-        if page.epoch != self.epoch or page.tfloor > self.covered:
-            # recreated after its data was lost, or retention trimmed what this reader lacks
-            return [truncated_frame(page.floor)], True, False
-        frames: list[StreamFrame] = []
-        rewound = page.rewound() if page.nrew > self.nrew else None
-        for seq, chunk in page.entries:
-            if seq <= self.covered:
-                continue
-            if rewound is not None and rewound.at_sequence is not None and (
-                    seq > rewound.at_sequence):
-                frames.append(rewound)
-                self.nrew, rewound = page.nrew, None
-            frames.append(ChunkFrame(sequence=seq, chunk=msgspec.Raw(chunk)))
-            self.covered = seq
-        if len(page.entries) == PAGE:
-            return frames, False, True
-        if rewound is not None:
-            frames.append(rewound)
-            self.nrew = page.nrew
-        self.covered = max(self.covered, page.head)
-        if page.status in FINISHED:
-            frames.append(page.terminal())
-            return frames, True, False
-        return frames, False, False
-

@@ -1,8 +1,10 @@
 """The Lua scripts of ``RedisLog`` (one per change, plus the atomic page read), the wrapper that
-sends them by SHA1, and the mapping of their ``SW…`` error replies to typed errors."""
+sends them by SHA1, the mapping of their ``SW…`` error replies to typed errors, and the kinds of
+message they publish on a stream's channel."""
 
 from __future__ import annotations
 
+import enum
 import hashlib
 from typing import Final, final
 
@@ -11,10 +13,48 @@ from redis import exceptions as redis_errors
 from ..errors import LogError, StreamNotFoundError, StreamStateError
 
 __all__ = [
+    "MAX_MARKERS",
+    "META_FIELDS",
     "READ_ONLY",
     "SCRIPTS",
+    "LiveKind",
     "map_reply",
 ]
+
+
+class LiveKind(enum.StrEnum):
+    """What a message on a stream's pub/sub channel says: its first byte. A message is
+    ``<kind><epoch> <number>[ <sizes> <trimmed>]\\n<body>``."""
+
+    #: Chunks appended: number is the first sequence, then each chunk's size and the highest
+    #: sequence retention had removed after the append; the body is the chunks, concatenated.
+    CHUNKS = "c"
+    #: The stream ended (number: the head); the body is the ``end`` frame's JSON.
+    END = "e"
+    #: The stream failed (number: the head); the body is the ``fail`` frame's JSON.
+    FAIL = "f"
+    #: A cleanup ran (number: the marker's number); the body is the ``rewound`` frame's JSON.
+    REWOUND = "w"
+    #: The stream was deleted.
+    DELETED = "x"
+    #: Never published: a local reader's queue overflowed, it must read pages.
+    OVERFLOW = "o"
+    #: Never published: the log closed.
+    CLOSED = "z"
+
+
+#: ``rewound`` markers kept per stream (``rw:<number>`` fields of the meta hash); a reader owed
+#: an older one gets a recoverable ``fail`` and re-attaches.
+MAX_MARKERS: Final = 1024
+#: The meta hash fields a page reads, in this order.
+META_FIELDS: Final = ("epoch", "head", "status", "run", "tfloor", "nrew", "marker", "term")
+
+
+def _lua(source: str) -> str:
+    """``source`` with the ``@KIND@`` placeholders replaced by the message kinds' letters."""
+    for kind in LiveKind:
+        source = source.replace(f"@{kind.name}@", kind.value)
+    return source.replace("@MAX_MARKERS@", str(MAX_MARKERS))
 
 # --------------------------------------------------------------------------------------------
 # Lua. Every script starts with the meta hash (KEYS[1]) and the chunk stream (KEYS[2]); errors
@@ -64,7 +104,7 @@ if over > 0 or bytes > maxb then
   redis.call('HSET', m, 'bytes', bytes, 'tfloor', tf)
 end
 local ep, tf = redis.call('HGET', m, 'epoch'), redis.call('HGET', m, 'tfloor')
-redis.call('PUBLISH', ARGV[1], 'c' .. ep .. ' ' .. first .. ' ' .. table.concat(lens, ',') .. ' '
+redis.call('PUBLISH', ARGV[1], '@CHUNKS@' .. ep .. ' ' .. first .. ' ' .. table.concat(lens, ',') .. ' '
   .. tf .. '\\n' .. table.concat(parts))
 return first
 """
@@ -77,7 +117,7 @@ redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'head', 0, 'status', 'active', 'ru
 return 1
 """
 
-# ARGV: channel, status, terminal JSON, ttl ms, kind letter ('e' end, 'f' fail).
+# ARGV: channel, status, terminal JSON, ttl ms, kind letter (LiveKind.END or FAIL).
 _FINISH: Final = """
 local m, xs = KEYS[1], KEYS[2]
 local st = redis.call('HGET', m, 'status')
@@ -96,7 +136,8 @@ return 1
 
 # ARGV: channel, step. Removes the chunks of steps after `step` (walking back from the newest
 # while steps were appended in order, else scanning all), sets the marker, counts the cleanup,
-# stores and publishes the rewound frame. Returns {rewound JSON, cleanup count, epoch}.
+# stores the rewound frame as field rw:<count> (the last MAX_MARKERS are kept) and publishes it.
+# Returns {rewound JSON, cleanup count, epoch}.
 _CLEANUP: Final = """
 local m, xs = KEYS[1], KEYS[2]
 if redis.call('EXISTS', m) == 0 then return redis.error_reply('SWNOTFOUND') end
@@ -139,9 +180,10 @@ local rw = '{"atStep":' .. ARGV[2] .. ',"atSequence":' .. head
 if low > 0 then rw = rw .. ',"minSequence":' .. (low - 1) end
 rw = rw .. '}'
 local nrew = redis.call('HINCRBY', m, 'nrew', 1)
-redis.call('HSET', m, 'marker', ARGV[2], 'rw', rw)
+redis.call('HSET', m, 'marker', ARGV[2], 'rw:' .. nrew, rw)
+redis.call('HDEL', m, 'rw:' .. (nrew - @MAX_MARKERS@))
 local ep = redis.call('HGET', m, 'epoch')
-redis.call('PUBLISH', ARGV[1], 'w' .. ep .. ' ' .. nrew .. '\\n' .. rw)
+redis.call('PUBLISH', ARGV[1], '@REWOUND@' .. ep .. ' ' .. nrew .. '\\n' .. rw)
 return {rw, nrew, ep}
 """
 
@@ -169,15 +211,17 @@ _DELETE: Final = """
 local ep = redis.call('HGET', KEYS[1], 'epoch')
 if not ep then return redis.error_reply('SWNOTFOUND') end
 redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('PUBLISH', ARGV[1], 'x' .. ep .. ' 0\\n')
+redis.call('PUBLISH', ARGV[1], '@DELETED@' .. ep .. ' 0\\n')
 return 1
 """
 
-# ARGV: channel (unused), after (exclusive), count. Returns {} for an unknown stream, else
-# {meta as HGETALL, lowest retained sequence or 0, {id, chunk, id, chunk, ...}} read atomically.
+# ARGV: channel (unused), after (exclusive), count, mark. Returns {} for an unknown stream, else
+# {META_FIELDS' values, lowest retained sequence or 0, {id, chunk, id, chunk, ...}, number and
+# JSON of the oldest kept marker numbered above mark (0 and false when none)}, read atomically.
 _PAGE_SCRIPT: Final = """
-local meta = redis.call('HGETALL', KEYS[1])
-if #meta == 0 then return {} end
+local meta = redis.call('HMGET', KEYS[1], 'epoch', 'head', 'status', 'run', 'tfloor', 'nrew',
+  'marker', 'term')
+if not meta[1] then return {} end
 local low = 0
 local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
 if #first > 0 then low = tonumber(string.sub(first[1][1], 1, -3)) end
@@ -190,7 +234,13 @@ if count > 0 then
     out[#out + 1] = e[2][4]
   end
 end
-return {meta, low, out}
+local nrew, mark = tonumber(meta[6]), tonumber(ARGV[4])
+local idx, rw = 0, false
+if mark < nrew then
+  idx = math.max(mark + 1, nrew - @MAX_MARKERS@ + 1)
+  rw = redis.call('HGET', KEYS[1], 'rw:' .. idx)
+end
+return {meta, low, out, idx, rw}
 """
 
 
@@ -205,7 +255,7 @@ class _Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
 
-SCRIPTS: Final = {name: _Script(src) for name, src in (
+SCRIPTS: Final = {name: _Script(_lua(src)) for name, src in (
     ("append", _APPEND), ("create", _CREATE), ("finish", _FINISH), ("cleanup", _CLEANUP),
     ("restart", _RESTART), ("delete", _DELETE), ("page", _PAGE_SCRIPT))}
 

@@ -6,159 +6,49 @@ an ``async def`` with no ``await`` inside, so on one event loop each one is atom
 gap-free under any number of concurrent appenders without a lock.
 
 A reader is pull-based: it remembers its position and, each time it wakes, takes the next batch of
-retained chunks above it (a ``bisect`` by sequence). The log buffers nothing per reader, and an
-append never waits on one; it only wakes the readers parked on the stream (no polling). On asyncio
-each parked reader waits on a bare future of its own: two objects per wait (the future and one
-coroutine) instead of the six of an ``anyio.Event`` wait, which keeps the wake-up short and the
-garbage collector's young generation small; other event loops (trio) wait on an ``anyio.Event``.
-``rewound`` markers are kept per stream (bounded) with the head at the time, so each reader
+retained chunks above it (a ``bisect`` by sequence), by the read rules every backend shares
+(``streamwire.log._reader``; the stream's state is in ``streamwire.log._memory_stream``). The log
+buffers nothing per reader, and an append never waits on one; it only wakes the readers parked on
+the stream (no polling). ``rewound`` markers are kept per stream (bounded) with the head at the time, so each reader
 delivers them exactly where they happened, and only to readers attached before the cleanup.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import itertools
 import time
 import uuid
-from bisect import bisect_right
 from collections.abc import AsyncIterator, Sequence
-from operator import itemgetter
 from typing import Any, Final, final
 
-import anyio
 import msgspec
 
 from ..errors import LogError, StreamNotFoundError, StreamStateError, UsageError
-from ..frames import (
-    CaughtUpFrame,
-    ChunkFrame,
-    EndStatus,
-    RewoundFrame,
-    StreamFrame,
-)
+from ..frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
 from . import StreamInfo, StreamStatus
 from ._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
-    FINISHED,
-    behind_frame,
-    check_cursor,
     check_end_status,
     check_limits,
     check_step,
-    closed_frame,
     coerce_chunk,
-    deleted_frame,
     end_payload,
     fail_payload,
-    is_truncated,
     rewound_frame,
-    terminal_frame,
-    truncated_frame,
 )
+from ._memory_stream import Stream, asyncio_loop
+from ._reader import attach, next_frames
 
 __all__ = ["MemoryLog"]
 
-#: Frames a reader takes per wake-up: bounds the list it builds, amortises the bisect.
-READ_BATCH: Final = 256
 #: ``rewound`` markers kept per stream while readers are attached; a reader that has not taken
 #: this many markers (thousands of cleanups while it sat still) gets a recoverable ``fail``.
 MAX_PENDING_MARKERS: Final = 1024
 
-_seq_of = itemgetter(0)
 _validate_json = msgspec.json.Decoder(msgspec.Raw).decode
-_INF: Final = float("inf")
-
-
-def _asyncio_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio loop, or None on another event loop (trio)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-class _Stream:
-    """One stream's mutable state (private; values handed out are frozen)."""
-
-    __slots__ = (
-        "deleted", "entries", "epoch", "expires_at", "head", "marker", "marker_base", "markers",
-        "max_chunks",
-        "nbytes", "payload", "readers", "run_start", "start", "status", "stream_id",
-        "trim_at", "trim_floor", "trimmed", "version", "waiters", "wake")
-
-    def __init__(self, stream_id: str, epoch: str, max_chunks: int) -> None:
-        self.stream_id = stream_id
-        self.max_chunks = max_chunks
-        self.epoch = epoch
-        self.status: StreamStatus = "active"
-        self.head = 0
-        self.run_start = 0  # the head when this run started (reset)
-        self.entries: list[tuple[int, int, bytes]] = []
-        self.start = 0  # entries[:start] are trimmed, compacted lazily
-        self.trim_at = max_chunks  # len(entries) past which the oldest are trimmed
-        self.nbytes = 0
-        self.version = 0  # bumped whenever entries' indices or the stream's run change
-        self.trimmed = False  # retention removed chunks of this run
-        self.trim_floor = 0  # highest sequence retention removed
-        self.marker: int | None = None  # truncated_at_step
-        self.markers: list[RewoundFrame] = []
-        self.marker_base = 0  # absolute index of markers[0]
-        self.payload: dict[str, Any] = {}
-        self.readers = 0
-        self.waiters: list[asyncio.Future[None]] = []  # asyncio readers parked on the stream
-        self.wake: anyio.Event | None = None  # readers on other event loops
-        self.expires_at: float | None = None
-        self.deleted = False
-
-    def floor(self) -> int:
-        entries = self.entries
-        return entries[self.start][0] - 1 if self.start < len(entries) else self.head
-
-    def notify(self) -> None:
-        waiters = self.waiters
-        if waiters:
-            for fut in waiters:  # set_result only schedules the wake-ups: nothing re-enters here
-                if not fut.done():  # a cancelled reader's future is done
-                    fut.set_result(None)
-            waiters.clear()
-        wake = self.wake
-        if wake is not None:
-            self.wake = None
-            wake.set()
-
-    async def wait(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        """Park until the next ``notify`` (``loop``: the running asyncio loop, None elsewhere)."""
-        if loop is None:
-            wake = self.wake
-            if wake is None:
-                wake = self.wake = anyio.Event()
-            await wake.wait()
-            return
-        fut = loop.create_future()
-        self.waiters.append(fut)
-        try:
-            await fut
-        except BaseException:
-            # cancelled: do not leave the future behind (a stream nobody writes to would
-            # collect one per reader that gave up)
-            with contextlib.suppress(ValueError):
-                self.waiters.remove(fut)
-            raise
-
-
-@final
-class _ReaderState:
-    __slots__ = ("caught_up", "mark", "pos")
-
-    def __init__(self, pos: int, mark: int) -> None:
-        self.pos = pos
-        self.mark = mark
-        self.caught_up = False
 
 
 @final
@@ -186,7 +76,7 @@ class MemoryLog:
         self.max_bytes_per_stream = max_bytes_per_stream
         self.max_chunk_size = max_chunk_size
         self.finished_ttl = float(finished_ttl)
-        self._streams: dict[str, _Stream] = {}
+        self._streams: dict[str, Stream] = {}
         # finished stream ids in expiry order (the TTL is one number, so finish order)
         self._finished: dict[str, float] = {}
         self._epoch_prefix = uuid.uuid4().hex[:12]
@@ -195,7 +85,7 @@ class MemoryLog:
 
     # -- lookup -----------------------------------------------------------------------------
 
-    def _get(self, stream_id: str) -> _Stream:
+    def _get(self, stream_id: str) -> Stream:
         st = self._streams.get(stream_id)
         if st is None:
             if self._closed:
@@ -206,14 +96,14 @@ class MemoryLog:
             raise StreamNotFoundError(stream_id)
         return st
 
-    def _active(self, stream_id: str) -> _Stream:
+    def _active(self, stream_id: str) -> Stream:
         st = self._get(stream_id)
         if st.status != "active":
             raise StreamStateError(f"stream {stream_id!r} is {st.status}, not active: "
                                    "reset_stream or reactivate_stream starts it again")
         return st
 
-    def _forget(self, st: _Stream) -> None:
+    def _forget(self, st: Stream) -> None:
         self._streams.pop(st.stream_id, None)
         self._finished.pop(st.stream_id, None)
         st.deleted = True
@@ -233,12 +123,12 @@ class MemoryLog:
             else:
                 del finished[stream_id]
 
-    def _info(self, st: _Stream) -> StreamInfo:
+    def _info(self, st: Stream) -> StreamInfo:
         has = st.start < len(st.entries)
         return StreamInfo(
             stream_id=st.stream_id, status=st.status, head=st.head, floor=st.floor(),
             oldest_retained_sequence=st.entries[st.start][0] if has else None,
-            truncated_at_step=st.marker, epoch=st.epoch, **st.payload)
+            truncated_at_step=st.truncated_at_step, epoch=st.epoch, **st.payload)
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -251,7 +141,7 @@ class MemoryLog:
         self._sweep()
         st = self._streams.get(stream_id)
         if st is None:
-            st = self._streams[stream_id] = _Stream(
+            st = self._streams[stream_id] = Stream(
                 stream_id, f"{self._epoch_prefix}-{next(self._epochs)}",
                 self.max_chunks_per_stream)
         return self._info(st)
@@ -314,7 +204,7 @@ class MemoryLog:
         st.notify()
         return list(range(first, seq))
 
-    def _trim(self, st: _Stream) -> None:
+    def _trim(self, st: Stream) -> None:
         """Retention: drop the oldest chunks until both limits hold; the floor moves up."""
         entries = st.entries
         start = st.start
@@ -324,7 +214,7 @@ class MemoryLog:
             start += 1
         if start > st.start:
             st.trimmed = True
-            st.trim_floor = entries[start - 1][0]
+            st.lost_above = entries[start - 1][0]
             st.start = start
             st.trim_at = st.start + st.max_chunks
         if start > 1024 and start * 2 > end:
@@ -359,7 +249,7 @@ class MemoryLog:
         payload = fail_payload(error, error_detail, recoverable)
         self._finish(self._active(stream_id), "failed", payload)
 
-    def _finish(self, st: _Stream, status: StreamStatus, payload: dict[str, Any]) -> None:
+    def _finish(self, st: Stream, status: StreamStatus, payload: dict[str, Any]) -> None:
         st.status = status
         st.payload = payload
         self._finished.pop(st.stream_id, None)
@@ -368,10 +258,10 @@ class MemoryLog:
             self._finished[st.stream_id] = st.expires_at
         st.notify()
 
-    def _restart(self, st: _Stream) -> None:
+    def _restart(self, st: Stream) -> None:
         st.status = "active"
         st.payload = {}
-        st.marker = None
+        st.truncated_at_step = None
         st.expires_at = None
         self._finished.pop(st.stream_id, None)
 
@@ -390,7 +280,7 @@ class MemoryLog:
             st.trim_at = st.start + st.max_chunks
             st.nbytes = sum([len(entry[2]) for entry in kept])
         frame = rewound_frame(step, st.head, removed_min)
-        st.marker = step
+        st.truncated_at_step = step
         st.version += 1
         if st.readers:
             if len(st.markers) >= MAX_PENDING_MARKERS:
@@ -412,7 +302,7 @@ class MemoryLog:
         st.nbytes = 0
         st.run_start = st.head
         st.trimmed = False
-        st.trim_floor = 0
+        st.lost_above = 0
         st.version += 1
         self._restart(st)
         st.notify()
@@ -442,18 +332,17 @@ class MemoryLog:
         cursor and ``StreamStateError`` for a cursor above the head.
         """
         st = self._get(stream_id)
-        check_cursor(cursor, st.head)
-        floor = st.floor()
-        if is_truncated(cursor, run_start=st.run_start, floor=floor, marker=st.marker,
-                        trimmed=st.trimmed):
-            yield truncated_frame(floor)
+        reader = attach(st, cursor)
+        if isinstance(reader, TruncatedFrame):
+            yield reader
             return
-        reader = _ReaderState(cursor, st.marker_base + len(st.markers))
-        loop = _asyncio_loop()
+        loop = asyncio_loop()
         st.readers += 1
         try:
             while True:
-                frames, done = self._poll(st, reader)
+                step = next_frames(reader, st, self._closed)
+                assert step is not None  # this view holds every range
+                frames, done = step
                 if frames:
                     version = st.version
                     for frame in frames:
@@ -474,45 +363,6 @@ class MemoryLog:
                 await st.wait(loop)
         finally:
             st.readers -= 1
-
-    def _poll(self, st: _Stream, reader: _ReaderState) -> tuple[list[StreamFrame], bool]:
-        """The reader's next frames and whether they end it; ``[]`` means: wait."""
-        if self._closed:
-            return [closed_frame()], True
-        if st.deleted:
-            return [deleted_frame()], True
-        pos = reader.pos
-        if st.trim_floor > pos:  # retention removed a chunk this reader still lacked
-            return [truncated_frame(st.floor())], True
-        pending = reader.mark - st.marker_base
-        if pending < 0:
-            return [behind_frame()], True
-        marker = st.markers[pending] if pending < len(st.markers) else None
-        entries = st.entries
-        end = len(entries)
-        i = bisect_right(entries, pos, st.start, end, key=_seq_of)
-        if i < end:
-            j = min(end, i + READ_BATCH)
-            if marker is not None:
-                assert marker.at_sequence is not None
-                j = bisect_right(entries, marker.at_sequence, i, j, key=_seq_of)
-            if i < j:
-                reader.pos = entries[j - 1][0]
-                raw = msgspec.Raw
-                return [ChunkFrame(seq, raw(chunk)) for seq, _, chunk in entries[i:j]], False
-        if marker is not None:
-            assert marker.at_sequence is not None
-            reader.mark += 1
-            reader.pos = max(pos, marker.at_sequence)
-            return [marker], False
-        finished = st.status in FINISHED
-        frames: list[StreamFrame] = []
-        if not reader.caught_up:
-            reader.caught_up = True
-            frames.append(CaughtUpFrame(st.head))
-        if finished:
-            frames.append(terminal_frame(st.status, **st.payload))
-        return frames, finished
 
     async def aclose(self) -> None:
         """Forget every stream and end every reader with a recoverable ``FailFrame``."""

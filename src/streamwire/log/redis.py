@@ -1,6 +1,7 @@
 """``RedisLog``: the stream log in Redis, shared by every server process that points at it.
 
-Strategy (after Centrifugo's Redis engine, ``research/anchors-resumable.md`` §2.3):
+Strategy (after Centrifugo's Redis engine: a Redis Stream per channel plus pub/sub; the read rules
+are the ones every backend shares, ``streamwire.log._reader``):
 
 * **One Lua script per change.** Sequence allocation (``HINCRBY`` on the meta hash), the ``XADD``
   of each chunk with entry id ``<sequence>-0``, retention trimming and the ``PUBLISH`` to live
@@ -8,7 +9,8 @@ Strategy (after Centrifugo's Redis engine, ``research/anchors-resumable.md`` §2
   changes (end, fail, cleanup, reset, reactivate, delete) are scripts too. Scripts are sent with
   ``EVALSHA`` and loaded (``SCRIPT LOAD``) only when Redis answers ``NOSCRIPT``.
 * **Keys** (``{prefix}`` defaults to ``streamwire``): ``{prefix}:s:{<id>}:meta`` (hash: head,
-  status, run start, cleanup marker, retention floor, terminal payload, epoch),
+  status, run start, cleanup marker, retention floor, terminal payload, epoch, the last 1,024
+  ``rewound`` markers as fields ``rw:<number>``),
   ``{prefix}:s:{<id>}:chunks`` (Redis Stream, fields ``s`` step and ``c`` chunk) and the pub/sub
   channel ``{prefix}:s:{<id>}:live``. The ``{<id>}`` hash tag keeps a stream's keys in one slot.
 * **Live delivery without polling.** Per process, ONE pub/sub connection and one subscription per
@@ -49,7 +51,7 @@ import math
 import secrets
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Final, Literal, cast, final
+from typing import Any, Final, final
 
 import msgspec
 
@@ -63,14 +65,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ..errors import LogError, StreamNotFoundError, UsageError
 from ..frames import (
-    CaughtUpFrame,
-    ChunkFrame,
     EndFrame,
     EndStatus,
     FailFrame,
     RewoundFrame,
     StreamFrame,
     TerminalFrame,
+    TruncatedFrame,
 )
 from . import StreamInfo, StreamStatus
 from ._common import (
@@ -83,17 +84,15 @@ from ._common import (
     check_end_status,
     check_limits,
     check_step,
-    closed_frame,
     coerce_chunk,
-    deleted_frame,
     end_payload,
     fail_payload,
-    is_truncated,
-    truncated_frame,
 )
+from ._reader import ReadView, attach, next_frames
 from ._redis_commands import CLOSE_TIMEOUT, REDIS_DOWN, Commands, NotSent
-from ._redis_live import CLOSED, OVERFLOW, PAGE, Dispatcher, Live, Merge, Page, Sub, rewound_decoder
-from ._redis_scripts import READ_ONLY, SCRIPTS, map_reply
+from ._redis_live import CLOSED, OVERFLOW, Dispatcher, Live, Sub, rewound_decoder
+from ._redis_scripts import READ_ONLY, SCRIPTS, LiveKind, map_reply
+from ._redis_views import GONE, PAGE, LiveView, Page
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
@@ -120,6 +119,8 @@ DEFAULT_SUBSCRIBE_TIMEOUT: Final = 10.0
 #: Epochs remembered per ``RedisLog`` (one per recently read stream), oldest forgotten first.
 _EPOCH_MEMORY: Final = 10_000
 _terminal_json: Final = msgspec.json.Encoder()
+#: The page's ``mark`` when the reader's is not known yet (above any marker number).
+_NO_MARK: Final = 2**53
 
 
 @final
@@ -218,9 +219,10 @@ class RedisLog:
                 "(compare info().head before retrying)") from exc
         return reply
 
-    async def _page(self, stream_id: str, after: int, count: int = PAGE) -> Page | None:
-        reply = await self._run("page", stream_id, after, count, what="read")
-        return Page(reply) if reply else None
+    async def _page(self, stream_id: str, after: int, count: int = PAGE,
+                    mark: int = _NO_MARK) -> Page | None:
+        reply = await self._run("page", stream_id, after, count, mark, what="read")
+        return Page(reply, mark) if reply else None
 
     # the StreamLog API ---------------------------------------------------------------------
 
@@ -235,8 +237,8 @@ class RedisLog:
         if page is None:
             raise StreamNotFoundError(stream_id)
         info = StreamInfo(stream_id=stream_id, status=page.status, head=page.head,
-                          floor=page.floor, oldest_retained_sequence=page.low,
-                          truncated_at_step=page.marker, epoch=page.epoch)
+                          floor=page.floor(), oldest_retained_sequence=page.low,
+                          truncated_at_step=page.truncated_at_step, epoch=page.epoch)
         if page.status not in FINISHED:
             return info
         term = page.terminal()
@@ -277,7 +279,7 @@ class RedisLog:
         """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
         check_end_status(status)
         frame = EndFrame(status=status, **end_payload(output, state, usage))
-        await self._finish(stream_id, status, frame, "e")
+        await self._finish(stream_id, status, frame, LiveKind.END)
 
     async def fail_stream(
         self,
@@ -289,16 +291,16 @@ class RedisLog:
     ) -> None:
         """Persist a failure; attached readers get ``FailFrame`` and stop."""
         frame = FailFrame(**fail_payload(error, error_detail, recoverable))
-        await self._finish(stream_id, "failed", frame, "f")
+        await self._finish(stream_id, "failed", frame, LiveKind.FAIL)
 
     async def _finish(self, stream_id: str, status: StreamStatus, frame: TerminalFrame,
-                      kind: Literal["e", "f"]) -> None:
+                      kind: LiveKind) -> None:
         try:
             payload = _terminal_json.encode(frame)
         except (TypeError, msgspec.EncodeError) as exc:
             raise UsageError(f"the {status} payload must be JSON-serialisable: {exc}") from None
         ttl = math.ceil(self.finished_ttl * 1000)  # 0 keeps it; a tiny TTL is still one
-        await self._run("finish", stream_id, status, payload, ttl, kind,
+        await self._run("finish", stream_id, status, payload, ttl, kind.value,
                         what=f"end ({status})")
 
     async def cleanup_to_step(self, stream_id: str, step: int) -> RewoundFrame:
@@ -311,7 +313,7 @@ class RedisLog:
         topic = None if dispatcher is None else dispatcher.topics.get(
             self._keys(stream_id)[2].encode())
         if topic is not None:
-            item = Live("w", reply[2].decode(), int(reply[1]), (frame,))
+            item = Live(LiveKind.REWOUND, reply[2].decode(), int(reply[1]), (frame,))
             for sub in topic.subs:
                 sub.push(item, self.max_reader_queue)
         return frame
@@ -349,71 +351,49 @@ class RedisLog:
         channel = self._keys(stream_id)[2].encode()
         sub, dispatcher = await self._attach(channel)
         try:
+            # the first page is read after subscribing: nothing falls in between
             page = await self._page(stream_id, cursor)
             if page is None:
                 raise StreamNotFoundError(stream_id)
             known = epoch if epoch is not None else self._epochs.get(stream_id)
-            if cursor > 0 and known is not None and known != page.epoch:
-                yield truncated_frame(page.floor)
+            if cursor == 0 or known in (None, page.epoch):  # else: this reader is of another one
+                self._remember(stream_id, page.epoch)
+            reader = attach(page, cursor, epoch=known)
+            if isinstance(reader, TruncatedFrame):
+                yield reader
                 return
-            self._remember(stream_id, page.epoch)
-            check_cursor(cursor, page.head)
-            if is_truncated(cursor, run_start=page.run, floor=page.floor, marker=page.marker,
-                            trimmed=page.tfloor > 0):
-                yield truncated_frame(page.floor)
-                return
-            state = Merge(cursor, page.epoch, page.nrew)
-            # replay: the first page was read after subscribing, so nothing falls in between
+            view: ReadView = page
+            closed = False
             while True:
-                frames, done, more = state.apply(page)
-                terminal = frames.pop() if done else None
+                step = next_frames(reader, view, closed)
+                if step is None:  # the view does not hold what comes next: read a page
+                    page = await self._page(stream_id, reader.pos, mark=reader.mark)
+                    view = GONE if page is None else page
+                    continue
+                frames, done = step
                 for frame in frames:
                     yield frame
-                if not more:
-                    break
-                page = await self._page(stream_id, state.covered)
-            yield CaughtUpFrame(head=state.covered)
-            if terminal is not None:
-                yield terminal
-                return
-            # live
-            while True:
-                item = await sub.next()
-                if item is CLOSED:
-                    yield closed_frame()
+                if done:
                     return
-                kind = item.kind
-                if item.epoch != state.epoch and item is not OVERFLOW:
-                    kind = "o"  # a different epoch: let a page decide (truncated or deleted)
-                if kind == "c" and item.number <= state.covered + 1:
-                    for frame in item.frames:
-                        if isinstance(frame, ChunkFrame) and frame.sequence > state.covered:
-                            state.covered = frame.sequence
-                            yield frame
+                if frames:
                     continue
-                if kind in ("e", "f") and item.number <= state.covered:
-                    yield cast(TerminalFrame, item.frames[0])
-                    return
-                if kind == "w":
-                    if item.number <= state.nrew:
-                        continue
-                    rewound = cast(RewoundFrame, item.frames[0])
-                    if rewound.at_sequence is not None and rewound.at_sequence <= state.covered:
-                        state.nrew = item.number
-                        yield rewound
-                        continue
-                if kind == "x":
-                    yield deleted_frame()
-                    return
-                # a gap, an overflow or a message that needs the stored state: catch up by pages
+                # caught up: the next live message this reader does not have yet
                 while True:
-                    frames, done, more = state.apply(await self._page(stream_id, state.covered))
-                    for frame in frames:
-                        yield frame
-                    if done:
-                        return
-                    if not more:
-                        break
+                    item = await sub.next()
+                    kind = item.kind
+                    if item is CLOSED:
+                        closed = True
+                    elif item is OVERFLOW or item.epoch != reader.epoch:
+                        # missed messages, or another incarnation: storage decides
+                        page = await self._page(stream_id, reader.pos, mark=reader.mark)
+                        view = GONE if page is None else page
+                    elif (kind is LiveKind.REWOUND and item.number <= reader.mark) or (
+                            kind is LiveKind.CHUNKS
+                            and item.number + len(item.frames) - 1 <= reader.pos):
+                        continue  # it has them
+                    else:
+                        view = LiveView(item)
+                    break
         finally:
             dispatcher.drop(channel, sub)
             self._readers.discard(sub)

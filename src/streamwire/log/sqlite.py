@@ -2,18 +2,11 @@
 
 Theory of operation:
 
-* **One connection, one thread.** Every SQL statement runs on a dedicated worker thread that owns
-  the connection: ``sqlite3`` calls block (a checkpoint fsyncs), so they never run on the event
-  loop, and one owner means no connection sharing across threads. Calls queue up while a
-  transaction runs and the worker commits the whole queue in ONE transaction (group commit; each
-  call in its own ``SAVEPOINT``, so one call's error undoes only that call). A hop to a dedicated
-  thread costs about half of ``anyio.to_thread.run_sync`` (measured in ``bench/bench_log.py``).
-  Off asyncio (trio), calls go through ``anyio.to_thread.run_sync`` one at a time instead.
-* **Sequences** are allocated inside the write transaction, so they stay gap-free also with
-  several processes writing one file. An append is ONE ``INSERT`` (the head is MAX(sequence), and
-  ``streams.head`` is written only before chunks are deleted); the worker caches each active
-  stream's head, key and retained size, and drops the cache whenever ``PRAGMA data_version``
-  says another connection committed.
+* **One connection, one thread** (``streamwire.log._sqlite_worker``): every SQL statement runs on
+  a dedicated worker thread that owns the connection, and calls that queue up while a transaction
+  runs are committed together (group commit). The SQL itself is in ``streamwire.log._sqlite_sql``,
+  the tables in ``streamwire.log._sqlite_schema``; the read rules are the shared ones
+  (``streamwire.log._reader``). This module is the API, the reader loop and the wake-ups.
 * **Readers** pull pages of chunks above their position (no buffer per reader in the log). In
   this process they are woken by a per-stream ``anyio.Event`` that every committed change sets (no
   polling). Changes committed by another connection (another process, or another log on the same
@@ -36,47 +29,33 @@ Theory of operation:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import math
 import os
-import queue
-import sqlite3
-import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, final
 
 import anyio
-import msgspec
 
-from ..errors import LogError, StreamNotFoundError, StreamStateError, StreamwireError, UsageError
-from ..frames import CaughtUpFrame, ChunkFrame, EndStatus, RewoundFrame, StreamFrame
-from . import StreamInfo, StreamStatus
+from ..errors import LogError, UsageError
+from ..frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
+from . import StreamInfo
 from ._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
-    FINISHED,
-    behind_frame,
-    check_cursor,
     check_end_status,
     check_limits,
     check_step,
     closed_frame,
     coerce_chunk,
-    deleted_frame,
     end_payload,
     fail_payload,
-    is_truncated,
-    rewound_frame,
-    terminal_frame,
-    truncated_frame,
 )
-from ._sqlite_schema import COLUMNS, SCHEMA, Row
+from ._sqlite_sql import Statements
+from ._sqlite_worker import Worker
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "DEFAULT_WATCH_INTERVAL", "SQLiteLog"]
 
@@ -87,21 +66,8 @@ DEFAULT_POLL_INTERVAL: Final = 1.0
 DEFAULT_WATCH_INTERVAL: Final = 0.05
 #: Seconds a statement waits for another process's write lock before ``LogError``.
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
-#: Chunks a reader takes per query: bounds what one reader holds, amortises the thread hop.
-READ_PAGE: Final = 512
-#: Bytes a reader takes per query at most (at least one chunk): multi-MB chunks come one by one.
-READ_PAGE_BYTES: Final = 4 * 1024 * 1024
-#: ``rewound`` marker rows kept per stream (readers further behind get a recoverable fail).
-MAX_MARKERS: Final = 1024
-#: Calls the worker commits in one transaction at most.
-MAX_GROUP: Final = 256
-
-#: Tokens of the SQLiteLog instances open in this process (their streams' writer is alive).
-_LIVE_TOKENS: set[str] = set()
 
 _T = TypeVar("_T")
-_json_encode = msgspec.json.encode
-_json_decode = msgspec.json.decode
 
 
 @final
@@ -115,84 +81,6 @@ class _Local:
         self.version = 0  # changes that can make a computed page stale (cleanup, reset, delete)
         self.readers = 0
         self.wake: anyio.Event | None = None
-
-
-@final
-class _Hot:
-    """The worker's cache of an active stream it appends to (valid while no other connection
-    committed)."""
-
-    __slots__ = ("head", "key", "nbytes", "nchunks")
-
-    def __init__(self, key: int, head: int, nchunks: int, nbytes: int) -> None:
-        self.key = key
-        self.head = head
-        self.nchunks = nchunks
-        self.nbytes = nbytes
-
-
-@final
-class _Reader:
-    __slots__ = ("caught_up", "key", "mark", "pos")
-
-    def __init__(self, key: int, pos: int, mark: int) -> None:
-        self.key = key
-        self.pos = pos
-        self.mark = mark
-        self.caught_up = False
-
-
-@final
-class _Job:
-    __slots__ = ("args", "error", "fn", "future", "loop", "result", "write")
-
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], write: bool) -> None:
-        self.fn = fn
-        self.args = args
-        self.write = write
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.future: asyncio.Future[Any] | None = None
-
-
-def _nothing(conn: sqlite3.Connection) -> None:  # _WATCH's function: the worker never runs it
-    return None
-
-
-#: Put on the worker's queue when the first reader parks: stop blocking, start watching.
-_WATCH: Final = _Job(_nothing, (), write=False)
-
-
-def _settle(jobs: list[_Job]) -> None:
-    for job in jobs:
-        future = job.future
-        if future is None or future.done():
-            continue
-        if job.error is not None:
-            future.set_exception(job.error)
-        else:
-            future.set_result(job.result)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
-def _owner_alive(pid: int, token: str) -> bool:
-    if pid == os.getpid():
-        return token in _LIVE_TOKENS
-    return _pid_alive(pid)
-
-
-_WRITER_GONE: Final = {"error": "the stream's writer is gone (its process or log closed)",
-                       "recoverable": True, "error_detail": {"code": "WRITER_GONE"}}
 
 
 @final
@@ -244,411 +132,24 @@ class SQLiteLog:
         self.poll_interval = float(poll_interval)
         self.watch_interval = float(watch_interval)
         self.busy_timeout = float(busy_timeout)
-        self._token = uuid.uuid4().hex
-        self._pid = os.getpid()
-        self._conn: sqlite3.Connection | None = None
-        self._conn_lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
         self._locals: dict[str, _Local] = {}
         self._closed = False
-        self._hot: dict[str, _Hot] = {}  # worker-thread only
-        self._data_version = -1
-        # Parked readers, and their loop: while there are any, the worker watches other
-        # connections' commits for them (the worker only reads these).
-        self._parked = 0
-        self._parked_loop: asyncio.AbstractEventLoop | None = None
+        self._sql = Statements(max_chunks_per_stream=max_chunks_per_stream,
+                               max_bytes_per_stream=max_bytes_per_stream,
+                               finished_ttl=self.finished_ttl, token=uuid.uuid4().hex)
+        self._worker = Worker(self.path, self._sql, synchronous=synchronous,
+                              busy_timeout=self.busy_timeout, watch_interval=self.watch_interval,
+                              on_foreign_commit=self._notify_all)
 
-    # -- the worker ---------------------------------------------------------------------------
-
-    def _connection(self) -> sqlite3.Connection:
-        """Open the file on first use (in the thread that runs SQL): schema, pragmas, and fail
-        the active streams whose writer is gone."""
-        conn = self._conn
-        if conn is not None:
-            return conn
-        try:
-            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
-                                   check_same_thread=False, cached_statements=64)
-        except sqlite3.Error as exc:
-            raise LogError(f"cannot open the SQLite stream log {self.path}: {exc}") from exc
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            conn.executescript(SCHEMA)  # idempotent; executescript commits on its own
-            conn.execute("BEGIN IMMEDIATE")
-            self._fail_gone_writers(conn)
-            self._sweep(conn)
-            conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            conn.close()  # the next call tries again (a lock held too long is transient)
-            raise LogError(f"cannot open the SQLite stream log {self.path}: {exc}",
-                           retryable=True) from exc
-        _LIVE_TOKENS.add(self._token)
-        self._conn = conn
-        return conn
-
-    def _run_group(self, jobs: list[_Job]) -> None:
-        """Run calls in one transaction, each in a savepoint; set each one's result or error."""
-        try:
-            conn = self._connection()
-        except StreamwireError as exc:
-            for job in jobs:
-                job.error = exc
-            return
-        single = len(jobs) == 1
-        try:
-            conn.execute("BEGIN IMMEDIATE" if any(job.write for job in jobs) else "BEGIN")
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-            if version != self._data_version:  # another connection committed: forget the cache
-                self._hot.clear()
-                self._data_version = version
-            for job in jobs:
-                if not single:
-                    conn.execute("SAVEPOINT call")
-                try:
-                    job.result = job.fn(conn, *job.args)
-                except Exception as exc:  # the caller gets it; the worker goes on
-                    job.error = self._mapped(exc)
-                    if not single:
-                        conn.execute("ROLLBACK TO call")
-                if not single:
-                    conn.execute("RELEASE call")
-            failed = any(job.error is not None for job in jobs)
-            if failed:
-                self._hot.clear()  # a rolled-back call may have touched it
-            conn.execute("ROLLBACK" if single and failed else "COMMIT")
-        except sqlite3.Error as exc:
-            self._hot.clear()
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            error = self._mapped(exc)
-            for job in jobs:
-                job.error = error
-                job.result = None
-
-    def _mapped(self, exc: Exception) -> Exception:
-        if isinstance(exc, sqlite3.Error):
-            error = LogError(f"the SQLite stream log {self.path} failed: {exc}", retryable=True)
-            error.__cause__ = exc
-            return error
-        return exc
-
-    def _worker(self) -> None:
-        jobs = self._jobs
-        stop = False
-        while not stop:
-            try:
-                first = jobs.get(timeout=self.watch_interval) if self._parked else jobs.get()
-            except queue.Empty:
-                self._watch()
-                continue
-            if first is None:
-                break
-            if first is _WATCH:
-                continue
-            group = [first]
-            while len(group) < MAX_GROUP:
-                try:
-                    job = jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if job is None:
-                    stop = True
-                    break
-                if job is not _WATCH:
-                    group.append(job)
-            self._run_group(group)
-            by_loop: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
-            for job in group:
-                if job.loop is not None:
-                    by_loop.setdefault(job.loop, []).append(job)
-            for loop, settled in by_loop.items():
-                with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-                    loop.call_soon_threadsafe(_settle, settled)
-        with self._conn_lock:
-            self._close_connection()
-
-    def _watch(self) -> None:
-        """Worker thread, readers parked: wake them all if another connection committed."""
-        loop = self._parked_loop
-        conn = self._conn
-        if loop is None or conn is None:
-            return
-        try:
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-        except sqlite3.Error:
-            return  # the next call meets the error and reports it
-        if version == self._data_version:
-            return
-        self._hot.clear()  # as in _run_group: the cached heads may be stale
-        self._data_version = version
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-            loop.call_soon_threadsafe(self._notify_all)
-
-    def _notify_all(self) -> None:
-        for stream_id in list(self._locals):
-            self._notify(stream_id)
-
-    def _close_connection(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        _LIVE_TOKENS.discard(self._token)
+    @property
+    def _thread(self) -> object:
+        """The worker thread once started (tests check it stops)."""
+        return self._worker.thread
 
     async def _call(self, fn: Callable[..., _T], *args: Any, write: bool = True) -> _T:
         if self._closed:
             raise LogError("the stream log is closed")
-        job = _Job(fn, args, write)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # not asyncio (trio): one call at a time through anyio's threads
-            if self._limiter is None:
-                self._limiter = anyio.CapacityLimiter(1)
-            await anyio.to_thread.run_sync(self._run_group, [job], limiter=self._limiter)
-        else:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._worker, daemon=True,
-                                                name=f"streamwire-sqlite:{self.path.name}")
-                self._thread.start()
-            job.loop = loop
-            job.future = loop.create_future()
-            self._jobs.put(job)
-            return await job.future  # type: ignore[no-any-return]
-        if job.error is not None:
-            raise job.error
-        return job.result  # type: ignore[no-any-return]
-
-    # -- SQL helpers (worker thread) -----------------------------------------------------------
-
-    def _fail_gone_writers(self, conn: sqlite3.Connection) -> None:
-        owners = conn.execute("SELECT DISTINCT owner_pid, owner_token FROM streams "
-                              "WHERE status = 'active'").fetchall()
-        for pid, token in owners:
-            if not _owner_alive(pid, token):
-                self._finish_sql(conn, "failed", _WRITER_GONE,
-                                 "owner_pid = ? AND owner_token = ? AND status = 'active'",
-                                 (pid, token))
-
-    def _sweep(self, conn: sqlite3.Connection) -> None:
-        expired = [key for (key,) in conn.execute(
-            "SELECT key FROM streams WHERE expires_at <= ?", (time.time(),))]
-        for key in expired:
-            self._drop(conn, key)
-
-    def _drop(self, conn: sqlite3.Connection, key: int) -> None:
-        conn.execute("DELETE FROM chunks WHERE skey = ?", (key,))
-        conn.execute("DELETE FROM markers WHERE skey = ?", (key,))
-        conn.execute("DELETE FROM streams WHERE key = ?", (key,))
-
-    def _row(self, conn: sqlite3.Connection, stream_id: str) -> Row:
-        found = conn.execute(f"SELECT {COLUMNS} FROM streams WHERE id = ?",
-                             (stream_id,)).fetchone()
-        if found is None:
-            raise StreamNotFoundError(stream_id)
-        row = Row(*found)
-        if row.expires_at is not None and row.expires_at <= time.time():
-            raise StreamNotFoundError(stream_id)  # expired: the next sweep deletes it
-        return row
-
-    def _active_row(self, conn: sqlite3.Connection, stream_id: str) -> Row:
-        row = self._row(conn, stream_id)
-        if row.status != "active":
-            raise StreamStateError(f"stream {stream_id!r} is {row.status}, not active: "
-                                   "reset_stream or reactivate_stream starts it again")
-        return row
-
-    def _floor(self, conn: sqlite3.Connection, row: Row) -> tuple[int, int | None]:
-        oldest: int | None = conn.execute("SELECT MIN(seq) FROM chunks WHERE skey = ?",
-                                          (row.key,)).fetchone()[0]
-        return (row.head if oldest is None else oldest - 1), oldest
-
-    def _info_sql(self, conn: sqlite3.Connection, stream_id: str) -> StreamInfo:
-        row = self._row(conn, stream_id)
-        floor, oldest = self._floor(conn, row)
-        payload: dict[str, Any] = _json_decode(row.payload) if row.payload else {}
-        return StreamInfo(stream_id=row.id, status=row.status, head=row.head, floor=floor,
-                          oldest_retained_sequence=oldest, truncated_at_step=row.marker,
-                          epoch=row.epoch, **payload)
-
-    def _create_sql(self, conn: sqlite3.Connection, stream_id: str) -> StreamInfo:
-        self._sweep(conn)
-        conn.execute(
-            "INSERT INTO streams (id, status, head, run_start, marker, trimmed, trim_floor, "
-            "epoch, payload, expires_at, owner_pid, owner_token) "
-            "VALUES (?, 'active', 0, 0, NULL, 0, 0, ?, NULL, NULL, ?, ?) "
-            "ON CONFLICT (id) DO NOTHING",
-            (stream_id, uuid.uuid4().hex[:16], self._pid, self._token))
-        return self._info_sql(conn, stream_id)
-
-    def _append_sql(self, conn: sqlite3.Connection, stream_id: str,
-                    rows: Sequence[tuple[int, bytes]]) -> int:
-        """Append rows; return the sequence of the first."""
-        hot = self._hot.get(stream_id)
-        if hot is None:
-            row = self._active_row(conn, stream_id)
-            nchunks, nbytes = conn.execute(
-                "SELECT COUNT(*), TOTAL(length(chunk)) FROM chunks WHERE skey = ?",
-                (row.key,)).fetchone()
-            if row.owner_token != self._token:  # this log is the stream's writer now
-                conn.execute("UPDATE streams SET owner_pid = ?, owner_token = ? WHERE key = ?",
-                             (self._pid, self._token, row.key))
-            hot = _Hot(row.key, row.head, nchunks, int(nbytes))
-        first = hot.head + 1
-        key = hot.key
-        if len(rows) == 1:
-            conn.execute("INSERT INTO chunks VALUES (?, ?, ?, ?)",
-                         (key, first, rows[0][0], rows[0][1]))
-        else:
-            conn.executemany("INSERT INTO chunks VALUES (?, ?, ?, ?)",
-                             [(key, seq, step, chunk)
-                              for seq, (step, chunk) in enumerate(rows, first)])
-        hot.head += len(rows)
-        hot.nchunks += len(rows)
-        hot.nbytes += sum([len(chunk) for _, chunk in rows])
-        if hot.nchunks > self.max_chunks_per_stream or hot.nbytes > self.max_bytes_per_stream:
-            self._trim(conn, hot)
-        self._hot[stream_id] = hot  # only once the call succeeded
-        return first
-
-    def _trim(self, conn: sqlite3.Connection, hot: _Hot) -> None:
-        """Retention: drop the oldest chunks until both limits hold; the floor moves up."""
-        cut = None
-        count = size = 0
-        for seq, length in conn.execute(
-                "SELECT seq, length(chunk) FROM chunks WHERE skey = ? ORDER BY seq", (hot.key,)):
-            if (hot.nchunks - count <= self.max_chunks_per_stream
-                    and hot.nbytes - size <= self.max_bytes_per_stream):
-                break
-            cut = seq
-            count += 1
-            size += length
-        if cut is None:
-            return
-        conn.execute("UPDATE streams SET head = ?, trimmed = 1, trim_floor = ? WHERE key = ?",
-                     (hot.head, cut, hot.key))
-        conn.execute("DELETE FROM chunks WHERE skey = ? AND seq <= ?", (hot.key, cut))
-        hot.nchunks -= count
-        hot.nbytes -= size
-
-    def _finish_sql(self, conn: sqlite3.Connection, status: StreamStatus,
-                    payload: dict[str, Any], where: str, args: tuple[Any, ...]) -> None:
-        expires = time.time() + self.finished_ttl if self.finished_ttl else None
-        conn.execute(f"UPDATE streams SET status = ?, payload = ?, expires_at = ? WHERE {where}",
-                     (status, _json_encode(payload), expires, *args))
-
-    def _end_sql(self, conn: sqlite3.Connection, stream_id: str, status: StreamStatus,
-                 payload: dict[str, Any]) -> None:
-        self._hot.pop(stream_id, None)
-        row = self._active_row(conn, stream_id)
-        self._finish_sql(conn, status, payload, "key = ?", (row.key,))
-
-    def _cleanup_sql(self, conn: sqlite3.Connection, stream_id: str, step: int) -> RewoundFrame:
-        self._hot.pop(stream_id, None)
-        row = self._row(conn, stream_id)
-        removed_min: int | None = conn.execute(
-            "SELECT MIN(seq) FROM chunks WHERE skey = ? AND step > ?", (row.key, step)).fetchone()[0]
-        conn.execute("UPDATE streams SET marker = ?, head = ? WHERE key = ?",
-                     (step, row.head, row.key))
-        if removed_min is not None:
-            conn.execute("DELETE FROM chunks WHERE skey = ? AND step > ?", (row.key, step))
-        frame = rewound_frame(step, row.head, removed_min)
-        idx: int = conn.execute("SELECT COALESCE(MAX(idx), 0) + 1 FROM markers WHERE skey = ?",
-                                (row.key,)).fetchone()[0]
-        conn.execute("INSERT INTO markers VALUES (?, ?, ?, ?, ?)",
-                     (row.key, idx, step, row.head, frame.min_sequence))
-        conn.execute("DELETE FROM markers WHERE skey = ? AND idx <= ?",
-                     (row.key, idx - MAX_MARKERS))
-        return frame
-
-    def _reset_sql(self, conn: sqlite3.Connection, stream_id: str) -> None:
-        self._hot.pop(stream_id, None)
-        row = self._row(conn, stream_id)
-        conn.execute(
-            "UPDATE streams SET status = 'active', head = ?, run_start = ?, marker = NULL, "
-            "trimmed = 0, trim_floor = 0, payload = NULL, expires_at = NULL, owner_pid = ?, "
-            "owner_token = ? WHERE key = ?", (row.head, row.head, self._pid, self._token, row.key))
-        conn.execute("DELETE FROM chunks WHERE skey = ?", (row.key,))
-
-    def _reactivate_sql(self, conn: sqlite3.Connection, stream_id: str) -> None:
-        self._hot.pop(stream_id, None)
-        row = self._row(conn, stream_id)
-        if row.status == "active":
-            raise StreamStateError(f"stream {stream_id!r} is already active")
-        conn.execute(
-            "UPDATE streams SET status = 'active', marker = NULL, payload = NULL, "
-            "expires_at = NULL, owner_pid = ?, owner_token = ? WHERE key = ?",
-            (self._pid, self._token, row.key))
-
-    def _delete_sql(self, conn: sqlite3.Connection, stream_id: str) -> None:
-        self._hot.pop(stream_id, None)
-        self._drop(conn, self._row(conn, stream_id).key)
-
-    def _attach_sql(self, conn: sqlite3.Connection, stream_id: str,
-                    cursor: int) -> _Reader | int:
-        """A reader at ``cursor``, or the floor when it must get ``truncated``."""
-        row = self._row(conn, stream_id)
-        check_cursor(cursor, row.head)
-        floor, _ = self._floor(conn, row)
-        if is_truncated(cursor, run_start=row.run_start, floor=floor, marker=row.marker,
-                        trimmed=bool(row.trimmed)):
-            return floor
-        mark: int = conn.execute("SELECT COALESCE(MAX(idx), 0) FROM markers WHERE skey = ?",
-                                 (row.key,)).fetchone()[0]
-        return _Reader(row.key, cursor, mark)
-
-    def _poll_sql(self, conn: sqlite3.Connection, stream_id: str, reader: _Reader,
-                  check_writer: bool) -> tuple[list[StreamFrame], bool]:
-        """The reader's next frames and whether they end it; ``[]`` means: wait."""
-        found = conn.execute(f"SELECT {COLUMNS} FROM streams WHERE id = ?",
-                             (stream_id,)).fetchone()
-        if found is None or found[0] != reader.key:
-            return [deleted_frame()], True
-        row = Row(*found)
-        pos = reader.pos
-        if row.trim_floor > pos:  # retention removed a chunk this reader still lacked
-            return [truncated_frame(self._floor(conn, row)[0])], True
-        marker = conn.execute(
-            "SELECT idx, at_step, at_sequence, min_sequence FROM markers "
-            "WHERE skey = ? AND idx > ? ORDER BY idx LIMIT 1", (row.key, reader.mark)).fetchone()
-        bound = row.head if marker is None else marker[2]
-        page: list[StreamFrame] = []
-        size = 0
-        raw = msgspec.Raw
-        for seq, chunk in conn.execute(
-                "SELECT seq, chunk FROM chunks WHERE skey = ? AND seq > ? AND seq <= ? "
-                "ORDER BY seq LIMIT ?", (row.key, pos, bound, READ_PAGE)):
-            page.append(ChunkFrame(seq, raw(chunk)))
-            reader.pos = seq
-            size += len(chunk)
-            if size >= READ_PAGE_BYTES:
-                break
-        if page:
-            return page, False
-        if marker is not None:
-            idx, at_step, at_sequence, min_sequence = marker
-            if idx != reader.mark + 1:
-                return [behind_frame()], True  # markers it was owed were pruned
-            reader.mark = idx
-            reader.pos = max(pos, at_sequence)
-            return [RewoundFrame(at_step, at_sequence, min_sequence)], False
-        status = row.status
-        if status == "active" and check_writer and not _owner_alive(row.owner_pid,
-                                                                    row.owner_token):
-            self._finish_sql(conn, "failed", _WRITER_GONE, "key = ?", (row.key,))
-            status = "failed"
-            row.payload = _json_encode(_WRITER_GONE)
-        frames: list[StreamFrame] = []
-        if not reader.caught_up:
-            reader.caught_up = True
-            frames.append(CaughtUpFrame(row.head))
-        finished = status in FINISHED
-        if finished:
-            payload: dict[str, Any] = _json_decode(row.payload) if row.payload else {}
-            frames.append(terminal_frame(status, **payload))
-        return frames, finished
+        return await self._worker.call(fn, *args, write=write)
 
     # -- in-process wake-ups ----------------------------------------------------------------
 
@@ -664,22 +165,27 @@ class SQLiteLog:
             local.wake = None
             wake.set()
 
+    def _notify_all(self) -> None:
+        for stream_id in list(self._locals):
+            self._notify(stream_id)
+
+
     # -- the API -------------------------------------------------------------------------------
 
     async def create_stream(self, stream_id: str) -> StreamInfo:
         """Create the stream if it does not exist (idempotent); return its info."""
         if type(stream_id) is not str or not stream_id:
             raise UsageError(f"a stream id is a non-empty str, not {stream_id!r}")
-        return await self._call(self._create_sql, stream_id)
+        return await self._call(self._sql.create, stream_id)
 
     async def info(self, stream_id: str) -> StreamInfo:
         """Head, status, marker, floor and the persisted end or fail payload."""
-        return await self._call(self._info_sql, stream_id, write=False)
+        return await self._call(self._sql.info, stream_id, write=False)
 
     async def append(self, stream_id: str, step: int, chunk: bytes) -> int:
         """Append one chunk (its JSON text) produced at ``step``; return its sequence."""
         row = (check_step(step), coerce_chunk(chunk, self.max_chunk_size))
-        seq = await self._call(self._append_sql, stream_id, (row,))
+        seq = await self._call(self._sql.append, stream_id, (row,))
         self._notify(stream_id)
         return seq
 
@@ -688,9 +194,9 @@ class SQLiteLog:
         limit = self.max_chunk_size
         rows = [(check_step(step), coerce_chunk(chunk, limit)) for step, chunk in chunks]
         if not rows:
-            await self._call(self._active_row, stream_id, write=False)
+            await self._call(self._sql.active_row, stream_id, write=False)
             return []
-        first = await self._call(self._append_sql, stream_id, rows)
+        first = await self._call(self._sql.append, stream_id, rows)
         self._notify(stream_id)
         return list(range(first, first + len(rows)))
 
@@ -705,7 +211,7 @@ class SQLiteLog:
     ) -> None:
         """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
         check_end_status(status)
-        await self._call(self._end_sql, stream_id, status, end_payload(output, state, usage))
+        await self._call(self._sql.end, stream_id, status, end_payload(output, state, usage))
         self._notify(stream_id)
 
     async def fail_stream(
@@ -718,20 +224,20 @@ class SQLiteLog:
     ) -> None:
         """Persist a failure; attached readers get ``FailFrame`` and stop."""
         payload = fail_payload(error, error_detail, recoverable)
-        await self._call(self._end_sql, stream_id, "failed", payload)
+        await self._call(self._sql.end, stream_id, "failed", payload)
         self._notify(stream_id)
 
     async def cleanup_to_step(self, stream_id: str, step: int) -> RewoundFrame:
         """Remove the chunks of steps after ``step``, set the cleanup marker, and broadcast the
         returned ``RewoundFrame`` to every attached reader (also when nothing was removed)."""
         check_step(step)
-        frame = await self._call(self._cleanup_sql, stream_id, step)
+        frame = await self._call(self._sql.cleanup, stream_id, step)
         self._notify(stream_id, stale=True)
         return frame
 
     async def reset_stream(self, stream_id: str) -> None:
         """Start a new run: drop every chunk, clear the marker, status active; the counter goes on."""
-        await self._call(self._reset_sql, stream_id)
+        await self._call(self._sql.reset, stream_id)
         self._notify(stream_id, stale=True)
 
     async def reactivate_stream(self, stream_id: str) -> None:
@@ -739,12 +245,12 @@ class SQLiteLog:
 
         Raises ``StreamStateError`` when the stream is already active.
         """
-        await self._call(self._reactivate_sql, stream_id)
+        await self._call(self._sql.reactivate, stream_id)
         self._notify(stream_id, stale=True)
 
     async def delete_stream(self, stream_id: str) -> None:
         """Forget the stream; attached readers get a recoverable ``FailFrame``."""
-        await self._call(self._delete_sql, stream_id)
+        await self._call(self._sql.delete, stream_id)
         self._notify(stream_id, stale=True)
 
     async def read(self, stream_id: str, cursor: int = 0) -> AsyncIterator[StreamFrame]:
@@ -758,9 +264,9 @@ class SQLiteLog:
             local = self._locals[stream_id] = _Local()
         local.readers += 1
         try:
-            attached = await self._call(self._attach_sql, stream_id, cursor, write=False)
-            if isinstance(attached, int):
-                yield truncated_frame(attached)
+            attached = await self._call(self._sql.attach, stream_id, cursor, write=False)
+            if isinstance(attached, TruncatedFrame):
+                yield attached
                 return
             reader = attached
             check_writer = False
@@ -769,8 +275,10 @@ class SQLiteLog:
                     yield closed_frame()
                     return
                 changes, version = local.changes, local.version
-                frames, done = await self._call(self._poll_sql, stream_id, reader, check_writer,
-                                                write=check_writer)
+                step = await self._call(self._sql.poll, stream_id, reader, check_writer,
+                                        write=check_writer)
+                assert step is not None  # this view holds every range
+                frames, done = step
                 check_writer = False
                 if frames:
                     for frame in frames:
@@ -779,7 +287,7 @@ class SQLiteLog:
                             # a cleanup, reset or delete happened meanwhile: the rest of this
                             # page may be stale (removed chunks are never delivered after it)
                             if isinstance(frame, ChunkFrame):
-                                reader.pos = frame.sequence
+                                reader.state.pos = frame.sequence
                             break
                     else:
                         if done:
@@ -793,25 +301,17 @@ class SQLiteLog:
                 wake = local.wake
                 if wake is None:
                     wake = local.wake = anyio.Event()
-                self._park(+1)
+                self._worker.park(+1)
                 try:
                     with anyio.move_on_after(self.poll_interval) as scope:
                         await wake.wait()
                 finally:
-                    self._park(-1)
+                    self._worker.park(-1)
                 check_writer = scope.cancelled_caught
         finally:
             local.readers -= 1
             if not local.readers and self._locals.get(stream_id) is local:
                 del self._locals[stream_id]
-
-    def _park(self, delta: int) -> None:
-        """Count the parked readers; the first one sets the worker watching. (Off asyncio there is
-        no worker: readers look for other processes within ``poll_interval``.)"""
-        self._parked += delta
-        if delta > 0 and self._parked == 1 and self._thread is not None:
-            self._parked_loop = asyncio.get_running_loop()
-            self._jobs.put(_WATCH)
 
     async def aclose(self) -> None:
         """Stop the worker, close the file and end every reader with a recoverable ``FailFrame``."""
@@ -820,14 +320,7 @@ class SQLiteLog:
         self._closed = True
         for stream_id in list(self._locals):
             self._notify(stream_id, stale=True)
-        thread = self._thread
-        if thread is not None:
-            self._jobs.put(None)
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(thread.join)
-        else:
-            with self._conn_lock:
-                self._close_connection()
+        await self._worker.aclose()
 
     async def __aenter__(self) -> SQLiteLog:
         return self

@@ -1,0 +1,139 @@
+"""One ``MemoryLog`` stream's state, its wake-ups, and the ``ReadView`` the shared read rules
+(``streamwire.log._reader``) look at: on one event loop a synchronous look is consistent.
+
+On asyncio each parked reader waits on a bare future of its own: two objects per wait (the future
+and one coroutine) instead of the six of an ``anyio.Event`` wait, which keeps the wake-up short and
+the garbage collector's young generation small; other event loops (trio) wait on an ``anyio.Event``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from bisect import bisect_right
+from operator import itemgetter
+from typing import Any, Final
+
+import anyio
+import msgspec
+
+from ..frames import ChunkFrame, RewoundFrame, TerminalFrame
+from . import StreamStatus
+from ._common import terminal_frame
+
+__all__ = ["READ_BATCH", "Stream", "asyncio_loop"]
+
+#: Frames a reader takes per wake-up: bounds the list it builds, amortises the bisect.
+READ_BATCH: Final = 256
+
+_seq_of = itemgetter(0)
+_EMPTY: Final[tuple[ChunkFrame, ...]] = ()
+
+
+def asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or None on another event loop (trio)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class Stream:
+    """One stream's mutable state (private; values handed out are frozen). It is its own
+    ``ReadView`` (``streamwire.log._reader``): on one event loop, a synchronous look is consistent."""
+
+    __slots__ = (
+        "deleted", "entries", "epoch", "expires_at", "head", "lost_above", "marker_base",
+        "markers", "max_chunks", "nbytes", "payload", "readers", "run_start", "start", "status",
+        "stream_id", "trim_at", "trimmed", "truncated_at_step", "version", "waiters", "wake")
+
+    def __init__(self, stream_id: str, epoch: str, max_chunks: int) -> None:
+        self.stream_id = stream_id
+        self.max_chunks = max_chunks
+        self.epoch = epoch
+        self.status: StreamStatus = "active"
+        self.head = 0
+        self.run_start = 0  # the head when this run started (reset)
+        self.entries: list[tuple[int, int, bytes]] = []
+        self.start = 0  # entries[:start] are trimmed, compacted lazily
+        self.trim_at = max_chunks  # len(entries) past which the oldest are trimmed
+        self.nbytes = 0
+        self.version = 0  # bumped whenever entries' indices or the stream's run change
+        self.trimmed = False  # retention removed chunks of this run
+        self.lost_above = 0  # highest sequence retention removed in this run
+        self.truncated_at_step: int | None = None  # the cleanup marker
+        self.markers: list[RewoundFrame] = []  # markers[i] is number marker_base + i + 1
+        self.marker_base = 0
+        self.payload: dict[str, Any] = {}
+        self.readers = 0
+        self.waiters: list[asyncio.Future[None]] = []  # asyncio readers parked on the stream
+        self.wake: anyio.Event | None = None  # readers on other event loops
+        self.expires_at: float | None = None
+        self.deleted = False
+
+    def floor(self) -> int:
+        entries = self.entries
+        return entries[self.start][0] - 1 if self.start < len(entries) else self.head
+
+    # -- the ReadView the shared read rules look at -------------------------------------------
+
+    @property
+    def marks(self) -> int:
+        return self.marker_base + len(self.markers)
+
+    def next_marker(self, mark: int) -> tuple[int, RewoundFrame] | None:
+        markers = self.markers
+        if not markers:
+            return None
+        index = mark - self.marker_base
+        if index < 0:  # the ones after ``mark`` were pruned: the oldest kept says so
+            return self.marker_base + 1, markers[0]
+        return (mark + 1, markers[index]) if index < len(markers) else None
+
+    def chunks(self, after: int, upto: int) -> list[ChunkFrame] | tuple[ChunkFrame, ...]:
+        entries = self.entries
+        end = len(entries)
+        i = bisect_right(entries, after, self.start, end, key=_seq_of)
+        if i >= end:
+            return _EMPTY
+        j = min(end, i + READ_BATCH)
+        if upto < entries[j - 1][0]:
+            j = bisect_right(entries, upto, i, j, key=_seq_of)
+        raw = msgspec.Raw
+        return [ChunkFrame(seq, raw(chunk)) for seq, _, chunk in entries[i:j]]
+
+    def terminal(self) -> TerminalFrame:
+        return terminal_frame(self.status, **self.payload)
+
+    def notify(self) -> None:
+        waiters = self.waiters
+        if waiters:
+            for fut in waiters:  # set_result only schedules the wake-ups: nothing re-enters here
+                if not fut.done():  # a cancelled reader's future is done
+                    fut.set_result(None)
+            waiters.clear()
+        wake = self.wake
+        if wake is not None:
+            self.wake = None
+            wake.set()
+
+    async def wait(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Park until the next ``notify`` (``loop``: the running asyncio loop, None elsewhere)."""
+        if loop is None:
+            wake = self.wake
+            if wake is None:
+                wake = self.wake = anyio.Event()
+            await wake.wait()
+            return
+        fut = loop.create_future()
+        self.waiters.append(fut)
+        try:
+            await fut
+        except BaseException:
+            # cancelled: do not leave the future behind (a stream nobody writes to would
+            # collect one per reader that gave up)
+            with contextlib.suppress(ValueError):
+                self.waiters.remove(fut)
+            raise
+
+

@@ -1,0 +1,201 @@
+"""The read rules of every ``StreamLog`` backend, written once and free of I/O.
+
+A backend keeps its storage and its wake-ups. When a reader attaches, the backend hands
+``attach`` a ``ReadView`` of the stream; each time the reader wakes, it hands ``next_frames`` a
+fresh view, and delivers the frames it gets back. A view is what the storage knows about one
+stream at one instant, read consistently (one lock-free turn of an event loop, one SQL
+transaction, one Redis script, or one live message).
+
+The rules, in the order they apply (the wire v2 seed, ``../shared/seeds/000_e7e163321047a0a9.txt``):
+
+1. the log was closed -> a recoverable ``fail`` (code ``LOG_CLOSED``), the end;
+2. the stream was deleted -> a recoverable ``fail`` (code ``STREAM_DELETED``), the end;
+3. chunks this reader still lacked are gone (retention trimmed them, or the stream's data was lost
+   and it was created again under a new epoch) -> ``truncated{floor}``, the end: never a silent gap;
+4. a ``rewound`` marker the reader is owed was pruned (it sat still through more cleanups than the
+   log keeps) -> a recoverable ``fail`` (code ``READER_BEHIND``), the end;
+5. the next page of retained chunks above the reader's position, up to the next owed marker (so a
+   marker is delivered exactly where its cleanup happened) or else up to the head;
+6. the owed marker itself;
+7. once, ``caught-up{head}``;
+8. when the stream is finished, its terminal (``end`` or ``fail`` with the persisted payload), the
+   end. Otherwise nothing: the reader waits for the next wake-up.
+
+At attach: a cursor is an int in ``0..head``; a cursor below the floor gets ``truncated{floor}``
+only while chunks of the current run were lost (a cleanup marker is set, or retention trimmed the
+oldest) -- a cursor from an earlier run (at or below the head when the stream was reset) is served
+the new run; and a re-attach that names an older epoch of the stream gets ``truncated``. A reader
+is owed only the markers of cleanups that ran after it attached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, Protocol, final
+
+from ..frames import (
+    CaughtUpFrame,
+    ChunkFrame,
+    RewoundFrame,
+    StreamFrame,
+    TerminalFrame,
+    TruncatedFrame,
+)
+from . import StreamStatus
+from ._common import (
+    FINISHED,
+    behind_frame,
+    check_cursor,
+    closed_frame,
+    deleted_frame,
+    truncated_frame,
+)
+
+__all__ = ["ReadView", "ReaderState", "Step", "attach", "is_truncated", "next_frames"]
+
+#: What ``next_frames`` returns: the frames to deliver and whether they end the reader (an empty
+#: list that does not end it means: wait for a wake-up), or None: the view does not hold what the
+#: reader needs next (a partial view such as one page or one live message): read a fresh one.
+Step = tuple[Sequence[StreamFrame], bool] | None
+
+
+class ReadView(Protocol):
+    """What storage knows about one stream at one instant, read consistently."""
+
+    @property
+    def deleted(self) -> bool:
+        """The stream is gone (deleted, expired, or never existed)."""
+        ...
+
+    @property
+    def epoch(self) -> str:
+        """This incarnation of the stream's data."""
+        ...
+
+    @property
+    def status(self) -> StreamStatus: ...
+
+    @property
+    def head(self) -> int:
+        """The highest sequence ever allocated (the counter)."""
+        ...
+
+    @property
+    def run_start(self) -> int:
+        """The head when the current run started (``reset_stream``)."""
+        ...
+
+    @property
+    def truncated_at_step(self) -> int | None:
+        """The cleanup marker of the current run, or None."""
+        ...
+
+    @property
+    def trimmed(self) -> bool:
+        """Retention removed chunks of the current run."""
+        ...
+
+    @property
+    def lost_above(self) -> int:
+        """The highest sequence retention removed in the current run (0: none)."""
+        ...
+
+    @property
+    def marks(self) -> int:
+        """The number of the latest ``rewound`` marker (0 before the first cleanup)."""
+        ...
+
+    def floor(self) -> int:
+        """The highest sequence that is not replayable: MIN(sequence) - 1, or the head."""
+        ...
+
+    def next_marker(self, mark: int) -> tuple[int, RewoundFrame] | None:
+        """The oldest kept marker numbered above ``mark``, with its number, or None."""
+        ...
+
+    def chunks(self, after: int, upto: int) -> Sequence[ChunkFrame] | None:
+        """Retained chunks with ``after < sequence <= upto``, in order: a bounded page, all of the
+        range when it is small. None when this view does not hold that range."""
+        ...
+
+    def terminal(self) -> TerminalFrame:
+        """The persisted terminal of a finished stream."""
+        ...
+
+
+@final
+class ReaderState:
+    """Where one reader is: everything up to ``pos`` was delivered or is known absent; the
+    markers up to ``mark`` were delivered (or predate it)."""
+
+    __slots__ = ("caught_up", "epoch", "mark", "pos")
+
+    def __init__(self, pos: int, mark: int, epoch: str) -> None:
+        self.pos = pos
+        self.mark = mark
+        self.epoch = epoch
+        self.caught_up = False
+
+
+def is_truncated(cursor: int, *, run_start: int, floor: int, marker: int | None,
+                 trimmed: bool) -> bool:
+    """Must a reader attaching at ``cursor`` get ``truncated``? Only while chunks of the current
+    run were lost (a cleanup marker is set, or retention trimmed the oldest) and the cursor is
+    below the floor; a cursor from an earlier run (<= ``run_start``) counts as the run's start."""
+    if marker is None and not trimmed:
+        return False
+    return max(cursor, run_start) < floor
+
+
+def attach(view: ReadView, cursor: int, *, epoch: str | None = None) -> ReaderState | TruncatedFrame:
+    """A reader at ``cursor``, or the ``truncated`` frame it gets instead.
+
+    ``epoch``: the incarnation the caller last read (None: unknown). Raises ``UsageError`` for a
+    cursor that is not an int >= 0 and ``StreamStateError`` for one above the head."""
+    if epoch is not None and cursor > 0 and epoch != view.epoch:
+        return truncated_frame(view.floor())
+    check_cursor(cursor, view.head)
+    if view.truncated_at_step is not None or view.trimmed:
+        floor = view.floor()
+        if is_truncated(cursor, run_start=view.run_start, floor=floor,
+                        marker=view.truncated_at_step, trimmed=view.trimmed):
+            return truncated_frame(floor)
+    return ReaderState(cursor, view.marks, view.epoch)
+
+
+_NO_FRAMES: Final[tuple[StreamFrame, ...]] = ()
+
+
+def next_frames(reader: ReaderState, view: ReadView, closed: bool = False) -> Step:
+    """The reader's next frames from ``view`` (``closed``: the log was closed), by the rules in
+    the module docstring; advances ``reader`` past what it returns."""
+    if closed:
+        return [closed_frame()], True
+    if view.deleted:
+        return [deleted_frame()], True
+    pos = reader.pos
+    if view.epoch != reader.epoch or view.lost_above > pos:
+        return [truncated_frame(view.floor())], True
+    marker = view.next_marker(reader.mark)
+    if marker is None:
+        page = view.chunks(pos, view.head)
+    else:
+        if marker[0] != reader.mark + 1:
+            return [behind_frame()], True
+        page = view.chunks(pos, marker[1].at_sequence or 0)  # every log sets atSequence
+    if page is None:
+        return None
+    if page:
+        reader.pos = page[-1].sequence
+        return page, False
+    if marker is not None:
+        reader.mark, frame = marker
+        reader.pos = max(pos, frame.at_sequence or 0)
+        return [frame], False
+    finished = view.status in FINISHED
+    if reader.caught_up:
+        return ([view.terminal()], True) if finished else (_NO_FRAMES, False)
+    reader.caught_up = True
+    if finished:
+        return [CaughtUpFrame(view.head), view.terminal()], True
+    return [CaughtUpFrame(view.head)], False
