@@ -6,6 +6,7 @@ Redis answer the same input with the same frame or the same typed error.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Final, cast
 
 import msgspec
@@ -24,6 +25,7 @@ __all__ = [
     "check_cursor",
     "check_end_status",
     "check_limits",
+    "check_seconds",
     "check_step",
     "closed_frame",
     "coerce_chunk",
@@ -73,6 +75,13 @@ def check_limits(
         ok = False
     if not ok:
         raise UsageError(f"finished_ttl must be a number of seconds >= 0, not {finished_ttl!r}")
+
+
+def check_seconds(name: str, value: object) -> None:
+    """A duration keyword: a finite number of seconds > 0 (bool refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            0 < value < math.inf):
+        raise UsageError(f"{name} must be a number of seconds > 0, not {value!r}")
 
 
 def check_step(step: object) -> int:

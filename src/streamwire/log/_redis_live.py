@@ -177,6 +177,22 @@ class Dispatcher:
             self._wake.set()
         return topic
 
+    async def subscribe(self, channel: bytes, sub: Sub, within: float, url: str) -> None:
+        """Add ``sub`` to the channel's local readers; return once Redis confirmed the
+        subscription (``LogError`` after ``within`` seconds, or when the dispatcher died)."""
+        topic = self.want(channel)
+        topic.subs.add(sub)
+        try:
+            async with asyncio.timeout(within):
+                await topic.ready.wait()
+        except TimeoutError:
+            self.drop(channel, sub)
+            raise LogError(f"Redis at {url} did not confirm a subscription within "
+                           f"subscribe_timeout={within}s; raise it or check the server",
+                           retryable=True) from None
+        if sub.error is not None:
+            raise sub.error
+
     def drop(self, channel: bytes, sub: Sub) -> None:
         topic = self.topics.get(channel)
         if topic is not None:

@@ -83,6 +83,7 @@ from ._common import (
     check_cursor,
     check_end_status,
     check_limits,
+    check_seconds,
     check_step,
     coerce_chunk,
     end_payload,
@@ -161,9 +162,9 @@ class RedisLog:
         check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
         if type(max_reader_queue) is not int or max_reader_queue < 1:
             raise UsageError(f"max_reader_queue must be a positive int, not {max_reader_queue!r}")
-        _check_seconds("subscribe_timeout", subscribe_timeout)
-        _check_seconds("command_timeout", command_timeout)
-        _check_seconds("health_interval", health_interval)
+        check_seconds("subscribe_timeout", subscribe_timeout)
+        check_seconds("command_timeout", command_timeout)
+        check_seconds("health_interval", health_interval)
         self.health_interval = health_interval
         self.url = url
         self.prefix = prefix
@@ -413,22 +414,13 @@ class RedisLog:
             dispatcher = self._dispatcher = Dispatcher(
                 self._commands.factory, self.max_reader_queue, self.health_interval)
             self._dispatch_task = asyncio.get_running_loop().create_task(dispatcher.run())
-        topic = dispatcher.want(channel)
         sub = Sub()
-        topic.subs.add(sub)
         self._readers.add(sub)
         try:
-            async with asyncio.timeout(self.subscribe_timeout):
-                await topic.ready.wait()
-        except TimeoutError:
-            dispatcher.drop(channel, sub)
+            await dispatcher.subscribe(channel, sub, self.subscribe_timeout, self.url)
+        except BaseException:
             self._readers.discard(sub)
-            raise LogError(f"Redis at {self.url} did not confirm a subscription within "
-                           f"subscribe_timeout={self.subscribe_timeout}s; raise it or check the "
-                           "server", retryable=True) from None
-        if sub.error is not None:
-            self._readers.discard(sub)
-            raise sub.error
+            raise
         return sub, dispatcher
 
     async def purge(self) -> int:
@@ -466,10 +458,3 @@ class RedisLog:
             # one into a TimeoutError) must not hang the close
             await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
         await self._commands.aclose()
-
-
-def _check_seconds(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            0 < value < math.inf):
-        raise UsageError(f"{name} must be a number of seconds > 0, not {value!r}")
-
