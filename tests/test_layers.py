@@ -31,7 +31,7 @@ LAYERS: dict[str, int] = {
     "testing": 8,
 }
 EDGE = 9
-SANS_IO = {"sse", "frames", "contract", "chat", "transport"}
+SANS_IO = {"sse", "frames", "contract", "chat", "transport", "aisdk"}
 ASYNC_LIBS = {"asyncio", "anyio", "trio", "httpx", "starlette", "uvicorn", "redis", "sqlite3"}
 #: The typed-stream layer (and everything below it) runs under any web stack: it imports none.
 WEB_LIBS = {"httpx", "starlette", "uvicorn", "granian", "fastapi", "redis"}

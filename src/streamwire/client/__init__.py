@@ -40,6 +40,7 @@ from __future__ import annotations
 from .._public import publish
 from ._async import AsyncResumableStream
 from ._base import StreamOptions
+from ._chat import AsyncChatReply, ChatReply
 from ._core import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
@@ -60,8 +61,10 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_MAX_ELAPSED",
+    "AsyncChatReply",
     "AsyncResumableStream",
     "ByteSource",
+    "ChatReply",
     "ClientStats",
     "ResumableStream",
     "RetryPolicy",

@@ -1,0 +1,94 @@
+"""``ChatReplyDecoder``: a run's durable frames -> the TRD's chat events (D-4's reader side, sans-I/O).
+
+What a direct-profile reader expects, from what a durable stream holds:
+
+* each chunk that carries a ``Chat`` event -> that event, its data passed through as sent (the
+  ``StreamReader`` validates it, so a bad payload reaches its ``on_parse_error`` handlers);
+* ``end`` -> ``done{reason}`` (``chat_terminal``), with the ids of the reply's ``message_start``
+  when it sent one (else those given to the decoder);
+* ``fail`` -> ``error{error, message}``, and the reply is over (the seed: "one error chunk, then
+  done": the reading ends, no ``done`` event follows an ``error``);
+* ``truncated`` -> ``StreamTruncatedError``; a body with no terminal is the reader's to retry.
+
+``done`` and ``error`` events inside chunks, and events ``Chat`` does not declare, are skipped: the
+terminal frame is the one end of a reply.
+"""
+
+from __future__ import annotations
+
+from typing import Final, final
+
+import msgspec
+
+from ..chat import Chat
+from ..errors import PayloadError
+from ..frames import ChunkFrame, TerminalFrame
+from ..sse import SSEEvent
+from ._mapping import chat_terminal
+
+__all__ = ["ChatReplyDecoder"]
+
+_TERMINAL_EVENTS: Final = frozenset({"done", "error"})
+
+
+@final
+class _Envelope(msgspec.Struct, frozen=True, gc=False):
+    # The chunk JSON of a contract message (``frames.encode_message_chunk``); only split here, the
+    # payload is left for the reader to validate.
+    event: str
+    data: msgspec.Raw
+
+
+_SPLIT: Final = msgspec.json.Decoder(_Envelope).decode
+
+
+@final
+class ChatReplyDecoder:
+    """Frames of a run's stream in, ``SSEEvent``s of the ``Chat`` contract out (module docstring).
+
+    Args:
+        message_id, user_message_id: the ids ``done`` carries when the reply sent no
+            ``message_start`` (whose ``assistantMessageId`` / ``userMessageId`` win).
+    """
+
+    __slots__ = ("_events", "message_id", "user_message_id")
+
+    def __init__(self, *, message_id: str = "", user_message_id: str = "") -> None:
+        self.message_id = message_id
+        self.user_message_id = user_message_id
+        self._events = Chat.events()
+
+    def event(self, chunk: ChunkFrame) -> SSEEvent | None:
+        """The chat event ``chunk`` carries (``id`` = its sequence), or None when skipped.
+
+        Raises:
+            PayloadError: the chunk is not a ``{"event", "data"}`` message.
+        """
+        try:
+            envelope = _SPLIT(chunk.chunk)
+        except msgspec.DecodeError as exc:
+            raise PayloadError(f'chunk {chunk.sequence} is not a {{"event", "data"}} message: '
+                               f"{exc}", event="chunk", raw=bytes(chunk.chunk)) from None
+        name = envelope.event
+        if name in _TERMINAL_EVENTS or name not in self._events:
+            return None
+        data = bytes(envelope.data).decode()
+        if name == "message_start":
+            try:
+                ids = Chat.message_start.decode(data)
+            except PayloadError:
+                pass  # the reader's on_parse_error handlers get it
+            else:
+                self.message_id = ids["assistantMessageId"]
+                self.user_message_id = ids["userMessageId"]
+        return SSEEvent(name, data, str(chunk.sequence))
+
+    def terminal(self, frame: TerminalFrame) -> SSEEvent:
+        """The chat event that ends the reply (``done`` or ``error``).
+
+        Raises:
+            StreamTruncatedError: ``frame`` is ``truncated``.
+        """
+        msg = chat_terminal(frame, message_id=self.message_id,
+                            user_message_id=self.user_message_id)
+        return SSEEvent(msg.name, msg.encode().decode())

@@ -1,0 +1,252 @@
+"""``UIMessageStreamEncoder``: a run's chat stream -> the AI SDK UI message stream (sans-I/O).
+
+Feed it the frames of a run's stream in order (``log.read``, a ``/sse`` body's frames); it answers
+with the UI message chunks they mean (``chunks``) or with the SSE bytes of those chunks
+(``feed``). The mapping (``streamwire.aisdk`` documents it as a table):
+
+* the preamble: ``start{messageId}``, ``start-step``;
+* ``chunk`` / ``reasoning`` events open a text / reasoning part when none is open (closing the
+  other kind first), then append a delta; ``reasoning{done}`` closes the reasoning part;
+* ``sources`` -> one ``source-url`` per link, ``attachments`` -> one ``file`` per attachment,
+  ``message_start`` -> ``message-metadata``, the rest -> ``data-*`` parts (``DATA_PARTS``);
+* the terminal frame closes the open part and the step, then ends the message: ``finish`` with
+  the mapped reason (after ``abort`` for a stopped run); a ``fail`` (or ``truncated``) ends it as
+  D-4 says: ``error{errorText}``, then ``finish{finishReason: "error"}``; then ``[DONE]``.
+
+Event ids. Every SSE event carries its position in the run's stream: the sequence of the chunk
+that produced it, and its index among that chunk's UI events (``"7"`` for the first, ``"7.1"``
+for the second...; the preamble is chunk 0, the terminal's events continue the last chunk's).
+Positions are a total order, so a reader that sends the last id it saw back (``after=``) gets
+exactly the events after it: nothing twice even when a cut fell between two events of one chunk.
+The encoder re-reads the stream from its start to rebuild the state at the cursor (which parts
+are open), and writes only what lies after it.
+
+Ignored: events the ``Chat`` contract does not declare, chunks whose payload does not validate
+(counted in ``skipped``), ``done``/``error`` events inside chunks (the terminal frame decides how
+a reply ends), and the ``rewound``/``caught-up`` markers (a UI message cannot drop parts in v6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final, final
+
+from ..chat import Chat, StreamEndReason
+from ..contract import Message
+from ..errors import PayloadError
+from ..frames import (
+    ChunkCodec,
+    ChunkFrame,
+    EndFrame,
+    FailFrame,
+    StreamFrame,
+    TruncatedFrame,
+    UnknownFrame,
+)
+from ._chunks import UIMessageChunk, encode_ui_event
+from ._mapping import DATA_PARTS, FINISH_REASONS, end_reason, truncated_text
+
+__all__ = ["EventPosition", "UIMessageStreamEncoder", "format_event_id", "parse_event_id"]
+
+#: A UI event's place in a run's stream: (chunk sequence, index among that chunk's UI events).
+EventPosition = tuple[int, int]
+
+_MAX_ID_DIGITS: Final = 18
+
+
+def format_event_id(position: EventPosition) -> str:
+    """``(7, 0)`` -> ``"7"``, ``(7, 2)`` -> ``"7.2"``."""
+    sequence, index = position
+    return str(sequence) if index == 0 else f"{sequence}.{index}"
+
+
+def parse_event_id(text: str) -> EventPosition:
+    """The position an event id names (``format_event_id``'s inverse).
+
+    Raises:
+        ValueError: ``text`` is not ``<sequence>`` or ``<sequence>.<index>`` in decimal digits.
+    """
+    sequence, dot, index = text.strip().partition(".")
+    for part in (sequence, index) if dot else (sequence,):
+        if not (part.isascii() and part.isdigit()) or len(part) > _MAX_ID_DIGITS:
+            raise ValueError(f"not a UI message stream event id: {text[:40]!r} "
+                             "(expected <sequence> or <sequence>.<index>)")
+    return int(sequence), int(index) if dot else 0
+
+
+@final
+class UIMessageStreamEncoder:
+    """Turns one run's chat stream into the UI message stream of its reply (module docstring).
+
+    Args:
+        message_id: the assistant message's id, sent in ``start`` so a resumed reply replaces the
+            message instead of appending a copy (None: the client picks one).
+        after: a resuming reader's last event id: only the events after it are encoded.
+    """
+
+    __slots__ = ("_after", "_codec", "_handlers", "_index", "_out", "_reasoning", "_sequence",
+                 "_started", "_text", "finished", "message_id", "skipped")
+
+    def __init__(self, message_id: str | None = None, *, after: str | None = None) -> None:
+        self.message_id = message_id
+        self._after: EventPosition = parse_event_id(after) if after is not None else (-1, 0)
+        self._codec = ChunkCodec(Chat)
+        self._sequence = 0
+        self._index = 0
+        self._text: str | None = None
+        self._reasoning: str | None = None
+        self._started = False
+        self._out: list[UIMessageChunk] = []
+        #: True once the terminal frame was fed: the stream is over.
+        self.finished = False
+        #: Chunks ignored because their payload did not validate against ``Chat``.
+        self.skipped = 0
+        self._handlers: dict[str, Callable[[Any], None]] = {
+            "chunk": self._chunk, "reasoning": self._reasoning_event, "sources": self._sources,
+            "attachments": self._attachments, "message_start": self._message_start,
+        }
+        for name, (part, part_id) in DATA_PARTS.items():
+            self._handlers[name] = self._data_handler(part, part_id)
+
+    # -- the typed API ---------------------------------------------------------------------------
+
+    def start(self) -> list[UIMessageChunk]:
+        """The preamble (``start``, ``start-step``); ``[]`` once it was produced."""
+        if self._started:
+            return []
+        self._started = True
+        start: UIMessageChunk = ({"type": "start"} if self.message_id is None
+                                 else {"type": "start", "messageId": self.message_id})
+        return [start, {"type": "start-step"}]
+
+    def chunks(self, frame: StreamFrame | UnknownFrame) -> list[UIMessageChunk]:
+        """The UI chunks ``frame`` means (the preamble first, if not yet produced)."""
+        if self.finished:
+            return []
+        out = self._out = self.start()
+        kind = type(frame)
+        if kind is ChunkFrame:
+            assert isinstance(frame, ChunkFrame)
+            self._sequence = frame.sequence
+            try:
+                msg: Message[Chat, Any] | None = self._codec.decode(frame)
+            except PayloadError:
+                self.skipped += 1
+                return out
+            if msg is not None:
+                handler = self._handlers.get(msg.event.name)
+                if handler is not None:
+                    handler(msg.data)
+        elif kind is EndFrame or kind is FailFrame or kind is TruncatedFrame:
+            self._terminal(frame)  # type: ignore[arg-type]
+        return out
+
+    # -- the SSE API -----------------------------------------------------------------------------
+
+    def encode_start(self) -> bytes:
+        """The preamble's SSE events (what a reply sends before its first chunk)."""
+        self._index = 0
+        return self._encode(self.start(), 0)
+
+    def feed(self, frame: StreamFrame | UnknownFrame) -> bytes:
+        """The SSE events of ``frame``'s chunks that lie after the cursor; ``[DONE]`` after the
+        terminal. ``b""`` when there are none."""
+        if self.finished:
+            return b""
+        preamble = b"" if self._started else self.encode_start()
+        chunks = self.chunks(frame)
+        if type(frame) is ChunkFrame:
+            self._index = 0  # a chunk starts a new group of positions
+        body = self._encode(chunks, self._sequence)
+        if self.finished:
+            position = (self._sequence, self._index)
+            self._index += 1
+            if position > self._after:
+                body += encode_ui_event(None, format_event_id(position))
+        return preamble + body if preamble else body
+
+    def _encode(self, chunks: list[UIMessageChunk], sequence: int) -> bytes:
+        after = self._after
+        parts: list[bytes] = []
+        index = self._index
+        for chunk in chunks:
+            position = (sequence, index)
+            index += 1
+            if position > after:
+                parts.append(encode_ui_event(chunk, format_event_id(position)))
+        self._index = index
+        return b"".join(parts)
+
+    # -- the mapping -----------------------------------------------------------------------------
+
+    def _close_text(self) -> None:
+        if self._text is not None:
+            self._out.append({"type": "text-end", "id": self._text})
+            self._text = None
+
+    def _close_reasoning(self) -> None:
+        if self._reasoning is not None:
+            self._out.append({"type": "reasoning-end", "id": self._reasoning})
+            self._reasoning = None
+
+    def _chunk(self, data: Any) -> None:
+        part = self._text
+        if part is None:
+            self._close_reasoning()
+            part = self._text = f"t{self._sequence}"
+            self._out.append({"type": "text-start", "id": part})
+        self._out.append({"type": "text-delta", "id": part, "delta": data["chunk"]})
+
+    def _reasoning_event(self, data: Any) -> None:
+        if "done" in data:
+            self._close_reasoning()
+            return
+        part = self._reasoning
+        if part is None:
+            self._close_text()
+            part = self._reasoning = f"r{self._sequence}"
+            self._out.append({"type": "reasoning-start", "id": part})
+        self._out.append({"type": "reasoning-delta", "id": part, "delta": data["chunk"]})
+
+    def _sources(self, data: Any) -> None:
+        for i, link in enumerate(data):
+            self._out.append({"type": "source-url", "sourceId": f"s{self._sequence}.{i}",
+                              "url": link["url"], "title": link["title"]})
+
+    def _attachments(self, data: Any) -> None:
+        for item in data:
+            self._out.append({
+                "type": "file", "url": item["dataUrl"], "mediaType": item["mimeType"],
+                "providerMetadata": {"streamwire": {"id": item["id"],
+                                                    "filename": item["filename"]}}})
+
+    def _message_start(self, data: Any) -> None:
+        self._out.append({"type": "message-metadata", "messageMetadata": data})
+
+    def _data_handler(self, part: str, part_id: str | None) -> Callable[[Any], None]:
+        if part == "data-clear":
+            def clear(data: Any) -> None:
+                # The parts so far are discarded: close them, so new text opens a new part.
+                self._close_text()
+                self._close_reasoning()
+                self._out.append({"type": part, "data": data})
+            return clear
+        if part_id is None:
+            return lambda data: self._out.append({"type": part, "data": data})
+        return lambda data: self._out.append({"type": part, "id": part_id, "data": data})
+
+    def _terminal(self, frame: EndFrame | FailFrame | TruncatedFrame) -> None:
+        self.finished = True
+        self._close_text()
+        self._close_reasoning()
+        out = self._out
+        out.append({"type": "finish-step"})
+        if isinstance(frame, EndFrame):
+            reason: StreamEndReason = end_reason(frame)
+            if frame.status == "interrupted":
+                out.append({"type": "abort", "reason": "interrupted"})
+            out.append({"type": "finish", "finishReason": FINISH_REASONS[reason]})
+            return
+        text = frame.error if isinstance(frame, FailFrame) else truncated_text(frame)
+        out.append({"type": "error", "errorText": text})
+        out.append({"type": "finish", "finishReason": "error"})
