@@ -70,7 +70,7 @@ def server() -> Any:
     from streamwire.log.memory import MemoryLog
     from streamwire.server import create_app
 
-    with ServerThread(create_app(MemoryLog())) as srv:
+    with ServerThread(create_app(MemoryLog(), allow_anonymous_writes=True)) as srv:
         yield srv
 
 
