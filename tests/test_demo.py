@@ -145,3 +145,16 @@ def test_tail_gives_up_after_max_attempts() -> None:
     assert done.returncode == 1
     assert "HTTP 503" in done.stderr
     assert "gave up re-attaching" in done.stderr
+
+
+def test_tail_retries_exactly_the_statuses_the_client_retries() -> None:
+    from helpers.scripted import Reply, Scripted
+    from streamwire.client._core import RETRY_STATUSES
+
+    assert 425 in RETRY_STATUSES  # tail once had its own list, without it
+    body = b'event: chunk\nid: 1\ndata: {"sequence":1,"chunk":1}\n\nevent: end\ndata: {"status":"completed"}\n\n'
+    with Scripted([Reply(b"too early", status=425, content_type="text/plain"), Reply(body)]) as srv:
+        done = _tail(srv.url, "--json")
+    assert done.returncode == 0, done.stderr
+    assert "HTTP 425" in done.stderr
+    assert [e["kind"] for e in _json_lines(done.stdout)] == ["chunk", "end"]

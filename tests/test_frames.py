@@ -305,6 +305,37 @@ def test_frame_decoder_exposes_last_event_id_and_retry() -> None:
     assert decoder.retry == 1500
 
 
+def test_frame_decoder_takes_the_initial_retry() -> None:
+    decoder = FrameDecoder(retry=2500)
+    assert decoder.retry == 2500
+    decoder.feed(b"retry: 300\n\n")
+    assert decoder.retry == 300
+
+
+def test_frame_decoder_error_is_visible_before_the_next_call() -> None:
+    decoder = FrameDecoder()
+    assert decoder.error is None
+    good = encode_stream_frame(ChunkFrame(1, raw("{}")))
+    assert decoder.feed(good + b"event: end\ndata: {}\n\n") == [ChunkFrame(1, raw("{}"))]
+    assert isinstance(decoder.error, MalformedFrameError)
+    with pytest.raises(MalformedFrameError) as info:
+        decoder.flush()
+    assert info.value is decoder.error
+
+
+def test_frame_decoder_keeps_unknown_ids_only_when_asked() -> None:
+    body = b"event: greeting\nid: a1\ndata: hi\n\ndata: x\n\n" + encode_stream_frame(
+        ChunkFrame(3, raw("1"))) + b"event: future\ndata: {}\n\n"
+    assert FrameDecoder().feed(body) == [UnknownFrame("greeting", "hi"),
+                                         UnknownFrame("message", "x"), ChunkFrame(3, raw("1")),
+                                         UnknownFrame("future", "{}")]
+    assert FrameDecoder(unknown_ids=True).feed(body) == [
+        UnknownFrame("greeting", "hi", "a1"), UnknownFrame("message", "x", "a1"),
+        ChunkFrame(3, raw("1")), UnknownFrame("future", "{}", "3")]
+    assert encode_stream_frame(UnknownFrame("greeting", "hi", "a1")) == (
+        b"event: greeting\nid: a1\ndata: hi\n\n")
+
+
 # -- line ends and flush -------------------------------------------------------------------------
 
 STREAM: list[StreamFrame] = [

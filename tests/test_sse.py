@@ -155,6 +155,22 @@ def test_retry_is_seen_as_soon_as_its_line_ends() -> None:
     assert decoder.retry == 42
 
 
+def test_initial_retry_is_in_force_until_the_stream_sets_one() -> None:
+    # A reconnecting reader passes the reconnection time its last connection left.
+    decoder = SSEDecoder(retry=1500)
+    assert decoder.retry == 1500
+    events = decoder.feed(b"data: a\n\nretry: 200\ndata: b\n\n")
+    assert [(e.data, e.retry) for e in events] == [("a", 1500), ("b", 200)]
+    assert decoder.retry == 200
+    assert SSEDecoder(retry=0).feed(b"data: x\n\n")[0].retry == 0
+
+
+@pytest.mark.parametrize("retry", [-1, 1.5, "100", True])
+def test_initial_retry_must_be_a_non_negative_int(retry: object) -> None:
+    with pytest.raises(ValueError, match="retry must be a non-negative int"):
+        SSEDecoder(retry=retry)  # type: ignore[arg-type]
+
+
 def test_last_event_id_changes_at_blank_lines_only() -> None:
     decoder = SSEDecoder()
     assert decoder.feed(b"id: 5\n") == []

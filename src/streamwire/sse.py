@@ -101,6 +101,9 @@ class SSEDecoder:
         on_comment: called with the text of each comment line (after the colon, one leading space
             removed), in stream order, before the events of the same ``feed`` are returned. Comments
             are how a quiet stream shows it is alive; with no callback they cost nothing.
+        retry: the reconnection time (ms) in force before the stream sets one with ``retry:``. A
+            reader that reconnects passes the value the previous connection left (``.retry``), as
+            an ``EventSource`` keeps its reconnection time across connections.
 
     Raises:
         SSEDecodeError: from ``feed``/``flush`` when a limit is exceeded. Its ``limit`` attribute
@@ -137,9 +140,12 @@ class SSEDecoder:
         max_line_size: int = DEFAULT_MAX_LINE_SIZE,
         max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
         on_comment: Callable[[str], object] | None = None,
+        retry: int | None = None,
     ) -> None:
         if max_line_size < 1 or max_event_size < 1:
             raise ValueError("max_line_size and max_event_size must be positive")
+        if retry is not None and (type(retry) is not int or retry < 0):
+            raise ValueError(f"retry must be a non-negative int (milliseconds), got {retry!r}")
         self._max_line = max_line_size
         self._max_event = max_event_size
         # What the no-line-end path compares the buffer with: max_line_size, or -1 once finished,
@@ -156,7 +162,7 @@ class SSEDecoder:
         self._more: list[str] = []
         self._event = "message"
         self._id = ""
-        self._retry: int | None = None
+        self._retry = retry
         # The last ``event:`` line and its type: streams repeat a few types, and a repeated line is
         # recognised by one comparison instead of being split and decoded again.
         self._type_line: bytes = b""

@@ -27,8 +27,8 @@ contract does not declare); narrow it with ``is_event(msg, Chat.chunk)``.
 
 ``rewound`` markers go to ``on_rewound(frame)`` in stream order: a cleanup removed the chunks of
 steps after ``frame.at_step``. Chunks above ``frame.min_sequence`` not yet handed out are dropped
-(the seed's "a reader prunes its buffer"); those the caller already has are its to undo. A reader
-still behind ``frame.at_sequence`` once the survivors are drained gets ``StreamTruncatedError``
+(``seeds/000_e7e163321047a0a9.txt``: "a reader prunes its buffer"); those the caller already
+has are its to undo. A reader still behind ``frame.at_sequence`` once the survivors are drained gets ``StreamTruncatedError``
 (handled like ``truncated``: ``on_truncated`` or raise); a terminal frame pre-empts it.
 
 An abort by the caller ends quietly: leaving the ``with`` block, ``close()``/``aclose()`` (also

@@ -1,10 +1,12 @@
 """The resumable client's sans-I/O half: what to send, what the bytes mean, when and whether to retry.
 
-The async and sync adapters in ``client.py`` only move bytes and sleep; every decision lives here so
-the two loops stay twins. The protocol itself (dedup by sequence, rewound, terminal rules) is
-``streamwire.frames.ResumeState``; this module adds the policy around re-attaching: backoff with
-jitter (floored by the server's ``retry:``), the attempt and outage caps, and the mapping of HTTP
-answers and transport failures to typed, retryable-or-not errors.
+The async and sync adapters (``_async.py``, ``_sync.py``) and ``streamwire tail`` only move bytes
+and sleep; every decision lives here so the loops stay twins. Bytes become frames through
+``streamwire.frames.FrameDecoder``; what a frame means to a reader (dedup by sequence, ``rewound``,
+the end of a connection mapped through ``classify_stream_terminal``) is
+``streamwire.frames.ResumeState``. This module adds the policy around re-attaching: which HTTP
+answers are worth another attempt (``response_error``), backoff with jitter (never shorter than the
+server's ``retry:``), and the attempt and outage caps.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from ..frames import (
     CaughtUpFrame,
     ChunkFrame,
     EndFrame,
+    FrameDecoder,
     ResumeState,
     RewoundFrame,
-    decode_stream_frame,
+    StreamFrame,
+    UnknownFrame,
 )
-from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE, SSEDecoder, SSEEvent
+from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE
 
 __all__ = [
     "DEFAULT_BACKOFF_INITIAL",
@@ -39,8 +43,11 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_MAX_ELAPSED",
+    "RETRY_STATUSES",
     "Backoff",
     "RetryPolicy",
+    "request_headers",
+    "response_error",
 ]
 
 T = TypeVar("T")
@@ -60,8 +67,40 @@ DEFAULT_IDLE_TIMEOUT: Final = 45.0
 #: Seconds to open a connection and get the response headers.
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 
-# HTTP answers worth re-attaching after: the server or a proxy is briefly unable to serve.
-_RETRY_STATUSES: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
+#: HTTP answers worth another attempt: the server or a proxy is briefly unable to serve (timeout,
+#: too early, too many requests, and the 5xx of a restart or an overloaded upstream).
+RETRY_STATUSES: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
+# How much of a refused answer's body an error quotes.
+_QUOTE: Final = 300
+
+
+def request_headers(last_event_id: str) -> dict[str, str]:
+    """The headers of a request for an event stream (re-attaching after ``last_event_id``)."""
+    headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
+    if last_event_id:
+        headers["Last-Event-ID"] = last_event_id
+    return headers
+
+
+def response_error(status: int, content_type: str, retry_after: str | None,
+                   body: bytes) -> ResponseStatusError | None:
+    """None for a 200 ``text/event-stream``; else the typed error for this answer: retryable for
+    the statuses in ``RETRY_STATUSES`` (``retry_after`` from a numeric ``Retry-After``), not
+    retryable for any other status or for a 200 that is not an event stream."""
+    kind = content_type.split(";")[0].strip().lower()
+    if status == 200 and kind == "text/event-stream":
+        return None
+    text = body[:_QUOTE].decode("utf-8", "replace")
+    if status == 200:
+        return ResponseStatusError(
+            f"this is not an event stream: expected text/event-stream, got "
+            f"{content_type or 'no content type'!r}; the body starts {text!r}",
+            status_code=status, retryable=False)
+    wait: float | None = None
+    if retry_after is not None and retry_after.strip().isdigit():
+        wait = float(retry_after.strip())
+    return ResponseStatusError(f"HTTP {status}: {text!r}", status_code=status,
+                               retryable=status in RETRY_STATUSES, retry_after=wait)
 
 
 @final
@@ -138,7 +177,7 @@ class ClientSession(Generic[T]):
         self._state = ResumeState(cursor)
         self._max_line = max_line_size
         self._max_event = max_event_size
-        self.decoder = SSEDecoder(max_line_size=max_line_size, max_event_size=max_event_size)
+        self.decoder = FrameDecoder(max_line_size=max_line_size, max_event_size=max_event_size)
         self.pending: deque[ChunkFrame | RewoundFrame] = deque()
         self._deferred: StreamwireError | None = None
         self.backoff = Backoff(policy, rng)
@@ -163,47 +202,34 @@ class ClientSession(Generic[T]):
         self._in_replay = self.stats.connections > 1
         if self._in_replay:
             self._state.reattach()
-        retry = self.decoder.retry
-        self.decoder = SSEDecoder(max_line_size=self._max_line, max_event_size=self._max_event)
-        if retry is not None:
-            # Keep the server's reconnection time across connections, as EventSource does.
-            self.decoder.feed(f"retry: {retry}\n\n".encode())
-        headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
-        if self.cursor:
-            headers["Last-Event-ID"] = str(self.cursor)
-        return headers
+        # The server's reconnection time outlives the connection that set it, as in EventSource.
+        self.decoder = FrameDecoder(max_line_size=self._max_line, max_event_size=self._max_event,
+                                    retry=self.decoder.retry)
+        return request_headers(str(self.cursor) if self.cursor else "")
 
     def check_response(self, status: int, content_type: str, retry_after: str | None,
                        body: bytes) -> bool:
-        """True for a 200 ``text/event-stream``; else the connection fails with a typed
-        ``ResponseStatusError`` (retryable for 408, 425, 429 and 5xx) and this returns False."""
-        if status == 200 and content_type.split(";")[0].strip().lower() == "text/event-stream":
-            return True
-        text = body[:300].decode("utf-8", "replace")
-        if status == 200:
-            self._defer(ResponseStatusError(
-                f"expected text/event-stream, got {content_type or 'no content type'!r}: {text!r}",
-                status_code=status, retryable=False))
-            return False
-        wait: float | None = None
-        if retry_after is not None and retry_after.strip().isdigit():
-            wait = float(retry_after.strip())
-        self._defer(ResponseStatusError(f"HTTP {status}: {text!r}", status_code=status,
-                                        retryable=status in _RETRY_STATUSES, retry_after=wait))
-        return False
+        """True for a 200 ``text/event-stream``; else the connection fails with the typed
+        ``ResponseStatusError`` of ``response_error`` and this returns False."""
+        error = response_error(status, content_type, retry_after, body)
+        if error is not None:
+            self._defer(error)
+        return error is None
 
     def feed(self, data: bytes) -> None:
         """Bytes of the body: queue what they complete; a protocol error waits behind the chunks
         decoded before it (``take_error``)."""
         if self._deferred is not None or self.finished:
             return
+        decoder = self.decoder
         try:
-            events = self.decoder.feed(data)
-        except StreamwireError as exc:  # SSEDecodeError: over a limit; not worth a re-attach
-            self._frames(getattr(exc, "events", []))
+            frames = decoder.feed(data)
+        except StreamwireError as exc:  # malformed (retryable) or over a limit (not retryable)
             self._defer(exc)
             return
-        self._frames(events)
+        self._frames(frames)
+        if decoder.error is not None and self._deferred is None and not self.finished:
+            self._defer(decoder.error)  # it follows the frames just queued: stop reading now
 
     def end_of_body(self) -> None:
         """The body ended: a last frame may lack its blank line; no terminal frame is a drop."""
@@ -214,11 +240,15 @@ class ClientSession(Generic[T]):
         except StreamwireError as exc:
             self._defer(exc)
             return
-        if self._deferred is None and not self.finished:
-            try:
-                self._state.eof()
-            except StreamDropError as exc:  # ruling a: no terminal frame is a drop
-                self._defer(exc)
+        if self._deferred is not None or self.finished:
+            return
+        if self.decoder.error is not None:  # a malformed last frame: it follows those queued
+            self._defer(self.decoder.error)
+            return
+        try:
+            self._state.eof()
+        except StreamDropError as exc:  # no terminal frame: a drop, never a clean end
+            self._defer(exc)
 
     def transport_failed(self, exc: BaseException, what: str) -> None:
         """The connection broke (network error, idle timeout): a drop, chained to its cause."""
@@ -228,11 +258,10 @@ class ClientSession(Generic[T]):
         drop.__cause__ = exc
         self._defer(drop)
 
-    def _frames(self, events: Sequence[SSEEvent]) -> None:
+    def _frames(self, frames: Sequence[StreamFrame | UnknownFrame]) -> None:
         state = self._state
-        for event in events:
+        for frame in frames:
             try:
-                frame = decode_stream_frame(event)
                 before = state.cursor
                 out = state.receive(frame)
             except StreamwireError as exc:
@@ -261,7 +290,7 @@ class ClientSession(Generic[T]):
 
     def _prune(self, min_sequence: int) -> None:
         """A cleanup removed the chunks above ``min_sequence``: those still waiting for the
-        caller are dropped (seed, "rewound while attached": a reader prunes its buffer)."""
+        caller are dropped (wire v2 seed, "rewound while attached": a reader prunes its buffer)."""
         kept = [item for item in self.pending
                 if not (isinstance(item, ChunkFrame) and item.sequence > min_sequence)]
         self.stats.pruned += len(self.pending) - len(kept)

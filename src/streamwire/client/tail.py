@@ -21,30 +21,30 @@ from typing import Any, Final, TextIO
 import httpx
 import msgspec
 
-from ..errors import (
-    ResponseStatusError,
-    StreamDropError,
-    StreamFailedError,
-    StreamTruncatedError,
-    StreamwireError,
-)
+from ..errors import StreamDropError, StreamFailedError, StreamTruncatedError, StreamwireError
 from ..frames import (
     CaughtUpFrame,
     ChunkFrame,
     EndFrame,
     FailFrame,
+    FrameDecoder,
     ResumeState,
     RewoundFrame,
+    StreamFrame,
     TruncatedFrame,
     UnknownFrame,
-    decode_stream_frame,
 )
-from ..sse import SSEDecoder, SSEEvent
-from ._core import DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, Backoff, RetryPolicy
+from ._core import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    Backoff,
+    RetryPolicy,
+    request_headers,
+    response_error,
+)
 
 __all__ = ["main"]
 
-_WIRE_EVENTS: Final = frozenset({"chunk", "end", "fail", "truncated", "rewound", "caught-up"})
 _COLOURS: Final = {"chunk": "", "caught-up": "36", "rewound": "33", "end": "32", "fail": "31",
                    "truncated": "31", "event": "35"}
 
@@ -81,7 +81,7 @@ class _Tail:
     def __init__(self, args: argparse.Namespace, out: _Out) -> None:
         self.args, self.out = args, out
         self.state = ResumeState(args.cursor)
-        self.last_id = str(args.cursor) if args.cursor else ""
+        self.plain_id = ""  # the last id of a plain SSE stream (a wire v2 one resumes by cursor)
         self.retry: int | None = None
         self.wire = False  # a wire v2 frame was seen: the stream ends on its terminal
         self.backoff = Backoff(RetryPolicy(max_attempts=args.max_attempts, max_elapsed=None,
@@ -109,71 +109,83 @@ class _Tail:
                 continue
             return code
 
+    @property
+    def last_id(self) -> str:
+        """What a re-attach sends as ``Last-Event-ID``."""
+        if self.wire or not self.plain_id:
+            return str(self.state.cursor) if self.state.cursor else ""
+        return self.plain_id
+
     def connection(self, client: httpx.Client) -> int:
         """One connection: print its events; return an exit code once the stream is over."""
-        headers = {"Accept": "text/event-stream", **dict(self.args.header)}
-        if self.last_id:
-            headers["Last-Event-ID"] = self.last_id
+        headers = {**dict(self.args.header), **request_headers(self.last_id)}
         if self.connections:
             self.state.reattach()
         self.connections += 1
         timeout = httpx.Timeout(DEFAULT_CONNECT_TIMEOUT, read=self.args.idle_timeout)
         with client.stream("GET", self.args.url, headers=headers, timeout=timeout) as response:
-            kind = response.headers.get("content-type", "").split(";")[0].strip()
-            if response.status_code != 200 or kind != "text/event-stream":
-                body = response.read()[:300].decode("utf-8", "replace")
-                raise ResponseStatusError(
-                    f"HTTP {response.status_code} {kind or 'no content type'}: {body!r}",
-                    status_code=response.status_code,
-                    retryable=response.status_code in (408, 429, 500, 502, 503, 504))
+            body = response.read() if response.status_code != 200 else b""
+            error = response_error(response.status_code,
+                                   response.headers.get("content-type", ""),
+                                   response.headers.get("retry-after"), body)
+            if error is not None:
+                raise error
             if self.connections > 1:
                 self.out.say("re-attached")
-            decoder = SSEDecoder()
+            decoder = FrameDecoder(retry=self.retry, unknown_ids=True)
             for data in response.iter_bytes():
-                for event in decoder.feed(data):
-                    code = self.event(event)
-                    if code is not None:
-                        return code
-                self.retry = decoder.retry if decoder.retry is not None else self.retry
-            for event in decoder.flush() if self.wire else []:
-                code = self.event(event)
+                code = self.frames(decoder.feed(data), decoder)
                 if code is not None:
                     return code
-        if self.wire:
-            self.state.eof()  # raises StreamDropError: ruling a
+            if self.wire:  # a plain SSE stream drops an unterminated last event (WHATWG)
+                code = self.frames(decoder.flush(), decoder)
+                if code is not None:
+                    return code
+                self.state.eof()  # raises StreamDropError: no terminal frame is a drop
         raise StreamDropError("the stream ended; EventSource would reconnect",
                               cursor=self.state.cursor)
 
-    def event(self, event: SSEEvent) -> int | None:
-        if event.id:
-            self.last_id = event.id
-        if event.event not in _WIRE_EVENTS:
+    def frames(self, frames: list[StreamFrame | UnknownFrame], decoder: FrameDecoder) -> int | None:
+        """Print the frames of one read; an exit code once the stream is over. A malformed frame
+        (``decoder.error``) ends the connection after the frames before it."""
+        self.retry = decoder.retry
+        for frame in frames:
+            code = self.frame(frame)
+            if code is not None:
+                return code
+        if decoder.error is not None:
+            raise decoder.error
+        return None
+
+    def frame(self, frame: StreamFrame | UnknownFrame) -> int | None:
+        if type(frame) is UnknownFrame:  # a plain SSE event (or one wire v2 does not know)
             self.backoff.progress()
-            self.out.event("event", {"event": event.event, "id": event.id or None,
-                                     "data": _data(event.data)},
-                           f"{event.event}{f' id={event.id}' if event.id else ''} {event.data}")
+            if frame.id:
+                self.plain_id = frame.id
+            self.out.event("event", {"event": frame.event, "id": frame.id or None,
+                                     "data": _data(frame.data)},
+                           f"{frame.event}{f' id={frame.id}' if frame.id else ''} {frame.data}")
             return None
         self.wire = True
-        frame = decode_stream_frame(event)
         try:
             delivered = self.state.receive(frame)
         except StreamFailedError as exc:
-            self.frame(frame)
+            self.show(frame)
             if exc.recoverable:
                 raise
             return 1
         except StreamTruncatedError:
-            self.frame(frame)
+            self.show(frame)
             self.out.say("the cursor is below the retention floor: refetch a snapshot and "
                          "tail again with --cursor <its sequence>")
             return 1
         if isinstance(frame, ChunkFrame) and not delivered:
             return None  # already printed before a re-attach
         self.backoff.progress()
-        self.frame(frame)
+        self.show(frame)
         return 0 if isinstance(frame, EndFrame) else None
 
-    def frame(self, frame: object) -> None:
+    def show(self, frame: StreamFrame | UnknownFrame) -> None:
         out = self.out
         match frame:
             case ChunkFrame(sequence=seq, chunk=chunk):
@@ -186,10 +198,8 @@ class _Tail:
                         TruncatedFrame: "truncated"}[type(frame)]
                 fields: dict[str, Any] = msgspec.to_builtins(frame)
                 out.event(kind, fields, " ".join(f"{k}={json.dumps(v)}" for k, v in fields.items()))
-            case UnknownFrame(event=name, data=data):
-                out.event("event", {"event": name, "data": _data(data)}, f"{name} {data}")
-            case _:
-                pass
+            case UnknownFrame():
+                pass  # printed by frame()
 
 
 def _drop(exc: httpx.TransportError, cursor: int) -> StreamDropError:

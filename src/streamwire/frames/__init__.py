@@ -1,7 +1,7 @@
 """Wire v2: the six stream frames, their codec and the terminal/resume state machines (sans-I/O).
 
-The frames are the seed's table (``../shared/seeds/000_*``, "Frames"); field names are snake_case in
-Python and camelCase on the wire (``error_detail`` <-> ``errorDetail``).
+The frames are the table "Frames" of the wire v2 seed (``seeds/000_e7e163321047a0a9.txt``); field
+names are snake_case in Python and camelCase on the wire (``error_detail`` <-> ``errorDetail``).
 
 =========  ==========================================  ========
 event      data                                        kind
@@ -19,7 +19,7 @@ incremental ``FrameDecoder``), ``_state`` (``classify_stream_terminal`` and ``Re
 rule about what a frame means to a reader), ``_transport`` (the remote protocol's transport events
 and outcomes), ``_payload`` (contract-typed payloads inside chunks).
 
-No back-compat (the seed): ``error`` decodes to an unknown frame; ``fail`` is always a failure,
+No back-compat (the same seed): ``error`` decodes to an unknown frame; ``fail`` is always a failure,
 whatever its ``errorDetail.code``; ``truncated`` is always the retention-floor terminal.
 """
 

@@ -49,12 +49,12 @@ _QUOTE: Final = 200
 
 @final
 class _TruncatedWire(msgspec.Struct, frozen=True, rename="camel"):
-    # On the wire errorDetail is required (the seed's table); the public type defaults it.
+    # On the wire errorDetail is required (wire v2 seed, "Frames"); the public type defaults it.
     floor: Annotated[int, msgspec.Meta(ge=0)]
     error_detail: dict[str, Any]
 
 
-#: Wire event name of each frame type (the seed's table).
+#: Wire event name of each frame type (wire v2 seed, "Frames").
 FRAME_EVENTS: Final[dict[type[Any], str]] = {
     ChunkFrame: "chunk",
     EndFrame: "end",
@@ -125,7 +125,7 @@ def encode_stream_frame(frame: StreamFrame | UnknownFrame) -> bytes:
         body = _data_lines(_ENCODE(frame))
         return b"event: chunk\nid: %d\ndata: %b\n\n" % (seq, body)
     if type(frame) is UnknownFrame:
-        return encode_frame(frame.data, event=frame.event)  # tests and forward-compat probes
+        return encode_frame(frame.data, event=frame.event, id=frame.id)  # tests, probes
     _check(frame)
     body = _ENCODE(frame)
     if b"\n" in body or b"\r" in body:
@@ -185,18 +185,21 @@ class FrameDecoder:
 
     ``feed`` returns the frames the bytes complete; ``flush`` at the end of the body delivers a
     last frame that has no closing blank line (wire v2). Comments (heartbeats, ``: waiting``) are
-    not frames: they go to ``on_comment``.
+    not frames: they go to ``on_comment``. ``retry`` is the reconnection time (ms) in force before
+    the stream sets one (a re-attaching reader passes the previous connection's ``.retry``).
+    ``unknown_ids=True`` keeps each unknown event's SSE id in ``UnknownFrame.id``.
 
     An error waits behind the frames decoded before it: the call returns those frames and the next
-    call raises it (at once when there are none), so no good frame is lost. From then on every
-    call raises the same error (sticky): the connection is unusable; re-attach with a new decoder.
+    call raises it (at once when there are none), so no good frame is lost; ``error`` shows it
+    meanwhile, so a reader can stop reading at once. From then on every call raises the same error
+    (sticky): the connection is unusable; re-attach with a new decoder.
 
     Raises:
         MalformedFrameError: see ``decode_stream_frame`` (retryable).
         SSEDecodeError: a line or event over ``max_line_size`` / ``max_event_size``.
     """
 
-    __slots__ = ("_error", "_sse")
+    __slots__ = ("_error", "_sse", "_unknown_ids")
 
     def __init__(
         self,
@@ -204,10 +207,13 @@ class FrameDecoder:
         max_line_size: int = DEFAULT_MAX_LINE_SIZE,
         max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
         on_comment: Callable[[str], object] | None = None,
+        retry: int | None = None,
+        unknown_ids: bool = False,
     ) -> None:
-        self._sse = SSEDecoder(
-            max_line_size=max_line_size, max_event_size=max_event_size, on_comment=on_comment)
+        self._sse = SSEDecoder(max_line_size=max_line_size, max_event_size=max_event_size,
+                               on_comment=on_comment, retry=retry)
         self._error: StreamwireError | None = None
+        self._unknown_ids = unknown_ids
 
     @property
     def last_event_id(self) -> str:
@@ -216,8 +222,13 @@ class FrameDecoder:
 
     @property
     def retry(self) -> int | None:
-        """The reconnection time (ms) the stream set with ``retry:``, or None."""
+        """The reconnection time (ms) in force (the stream's ``retry:``, else the one passed in)."""
         return self._sse.retry
+
+    @property
+    def error(self) -> StreamwireError | None:
+        """The error that stopped this decoder (the next call raises it), or None."""
+        return self._error
 
     def feed(self, data: bytes | bytearray) -> list[StreamFrame | UnknownFrame]:
         """Decode more bytes; return the frames they complete (possibly none)."""
@@ -257,10 +268,10 @@ class FrameDecoder:
                 raise
         return out
 
-    @staticmethod
-    def _frames(events: list[SSEEvent], out: list[StreamFrame | UnknownFrame]) -> None:
+    def _frames(self, events: list[SSEEvent], out: list[StreamFrame | UnknownFrame]) -> None:
         append = out.append
         chunk_decode = _DECODERS["chunk"]
+        unknown_ids = self._unknown_ids
         for event in events:
             if event.event == "chunk":
                 # The hot path, inlined: one msgspec call and one id check per chunk.
@@ -271,4 +282,7 @@ class FrameDecoder:
                 if frame is not None and event.id == str(frame.sequence):
                     append(frame)
                     continue
+            elif unknown_ids and event.event not in _DECODERS:
+                append(UnknownFrame(event.event, event.data, event.id))
+                continue
             append(decode_stream_frame(event))

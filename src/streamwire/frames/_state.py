@@ -1,11 +1,13 @@
 """The terminal state machine (``classify_stream_terminal``) and the reader side of the protocol
 (``ResumeState``), sans-I/O.
 
-Rule 1 (h11's): everything that decides what a frame means to a reader lives in this file. A
-reader feeds ``ResumeState`` the frames of each connection in order; it answers with what to hand
-the consumer, or raises the typed error the seed prescribes. Every legal move is a row of
-``_TRANSITIONS``; a move missing from it raises the error that stopped the machine (sticky), or a
-``UsageError`` naming the state.
+Everything that decides what a frame means to a reader lives in this file, as h11 keeps its whole
+state machine in one module. A reader feeds ``ResumeState`` the frames of each connection in
+order; it answers with what to hand the consumer, or raises the typed error that the wire v2 seed
+(``seeds/000_e7e163321047a0a9.txt``, "The terminal state machine") prescribes. Every end of a
+connection (a terminal frame, or EOF without one) goes through ``classify_stream_terminal`` first,
+so the seed's table picks the move. Every legal move is a row of ``_TRANSITIONS``; a move missing
+from it raises the error that stopped the machine (sticky), or a ``UsageError`` naming the state.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ __all__ = [
 
 
 class TerminalAction(enum.Enum):
-    """What a reader does with the end of a connection (the seed's terminal table)."""
+    """What a reader does with the end of a connection (the table of "The terminal state machine" in the wire v2 seed)."""
 
     #: ``end``: the stream ended (a non-completed status is not success).
     DONE = "done"
@@ -52,7 +54,8 @@ class TerminalAction(enum.Enum):
     FAIL = "fail"
     #: ``truncated``: raise ``StreamTruncatedError`` (refetch a snapshot).
     TRUNCATED = "truncated"
-    #: EOF with no terminal frame: raise the retryable ``StreamDropError`` (ruling a).
+    #: EOF with no terminal frame: raise the retryable ``StreamDropError``, never a clean end (a
+    #: server closes a body without a terminal only when it evicts a reader or crashes).
     DROP = "drop"
 
 
@@ -80,7 +83,7 @@ TRANSPORT_DROP_ERROR: Final = "transport_stream_drop"
 
 def transport_drop_frame(detail: str | None = None) -> FailFrame:
     """The recoverable ``fail`` a writer sends when its source ended with no terminal frame
-    (the seed: "agent-server writes a recoverable transport_stream_drop fail")."""
+    (the wire v2 seed: "agent-server writes a recoverable transport_stream_drop fail")."""
     error_detail: dict[str, Any] = {"code": "TRANSPORT_STREAM_DROP"}
     if detail is not None:
         error_detail["message"] = detail
@@ -108,7 +111,7 @@ class _Input(enum.Enum):
     DELIVER = "deliver"  # a chunk that follows the cursor (or the first after an attach)
     DUPLICATE = "duplicate"  # a chunk at or below the cursor: already delivered
     GAP = "gap"  # a chunk that skips sequences inside one connection
-    BEHIND = "behind"  # the G4 case: behind a rewound's atSequence, nothing left to drain
+    BEHIND = "behind"  # behind a rewound's atSequence with nothing left to drain: truncated
     MARKER = "marker"  # rewound, caught-up or an unknown event
     END = "end"
     FAIL = "fail"
@@ -120,6 +123,13 @@ class _Input(enum.Enum):
 
 _S = ResumeStatus
 _I = _Input
+#: How a connection's end enters the machine: the action ``classify_stream_terminal`` names.
+_TERMINAL_INPUTS: Final = {
+    TerminalAction.DONE: _I.END,
+    TerminalAction.FAIL: _I.FAIL,
+    TerminalAction.TRUNCATED: _I.TRUNCATED,
+    TerminalAction.DROP: _I.EOF,
+}
 _OPEN: Final = {
     _I.DELIVER: _S.STREAMING,
     _I.DUPLICATE: None,  # None: the status does not change
@@ -157,9 +167,9 @@ class ResumeState:
 
     ``rewound`` markers are passed through so the consumer can prune what it buffered (chunks
     above ``min_sequence``). A reader still behind the marker's ``at_sequence`` cannot make
-    progress once the survivors are drained (seed, "rewound while attached"): the next chunk that
-    jumps past them, or ``caught-up``, raises ``StreamTruncatedError``; a terminal frame that
-    comes first pre-empts it. The debt survives a re-attach.
+    progress once the survivors are drained (wire v2 seed, "rewound while attached"): the next
+    chunk that jumps past them, or ``caught-up``, raises ``StreamTruncatedError``; a terminal
+    frame that comes first pre-empts it. The debt survives a re-attach.
 
     Terminals: ``end`` sets ``terminal`` and returns nothing; ``fail`` raises
     ``StreamFailedError`` (retryable when recoverable, ``error_detail`` kept); ``truncated`` raises
@@ -188,7 +198,8 @@ class ResumeState:
 
         Raises:
             StreamFailedError: a ``fail`` frame (``retryable`` = ``recoverable``).
-            StreamTruncatedError: a ``truncated`` frame, or the rewound G4 case.
+            StreamTruncatedError: a ``truncated`` frame, or a reader still behind a ``rewound``
+                marker's ``at_sequence`` with nothing left to drain.
             StreamGapError: a chunk skipped sequences inside one connection (retryable).
             UsageError: a frame after ``end``, or before ``reattach()`` after a drop.
         """
@@ -235,25 +246,29 @@ class ResumeState:
             case UnknownFrame():
                 self._move(_I.MARKER)
                 return []
-            case EndFrame():
-                self._move(_I.END)
-                self._behind = None  # a terminal pre-empts the rewound debt
-                self.terminal = frame
+            case EndFrame() | FailFrame() | TruncatedFrame():
+                return self._terminal(frame)
+            case _:
+                assert_never(frame)
+
+    def _terminal(self, frame: TerminalFrame) -> list[ChunkFrame | RewoundFrame]:
+        """A terminal frame, acted on as ``classify_stream_terminal`` says."""
+        event = _TERMINAL_INPUTS[classify_stream_terminal(frame)]
+        self._check(event)
+        self._behind = None  # a terminal pre-empts the rewound debt
+        self.terminal = frame
+        match frame:
+            case EndFrame(status=status):
+                self._move(event)
                 self._error = UsageError(
-                    f"the stream already ended ({frame.status}); a frame after its terminal "
+                    f"the stream already ended ({status}); a frame after its terminal "
                     "is a protocol error")
                 return []
             case FailFrame(error=error, recoverable=recoverable, error_detail=detail):
-                self._check(_I.FAIL)
-                self._behind = None
-                self.terminal = frame
-                self._raise(_I.FAIL, StreamFailedError(error, error_detail=detail,
+                self._raise(event, StreamFailedError(error, error_detail=detail,
                                                        recoverable=recoverable))
             case TruncatedFrame(floor=floor, error_detail=detail):
-                self._check(_I.TRUNCATED)
-                self._behind = None
-                self.terminal = frame
-                self._raise(_I.TRUNCATED, StreamTruncatedError(
+                self._raise(event, StreamTruncatedError(
                     f"cursor {self.cursor} is below the retention floor {floor}: refetch a "
                     "snapshot and resume_from() its sequence", floor=floor, error_detail=detail))
             case _:
@@ -263,11 +278,12 @@ class ResumeState:
         """The body ended. Quiet after ``end``.
 
         Raises:
-            StreamDropError: no terminal frame arrived (ruling a); ``.cursor`` is where to re-attach.
+            StreamDropError: no terminal frame arrived (an eviction or a crash, never a clean end);
+                ``.cursor`` is where to re-attach.
         """
         if self.status is ResumeStatus.DONE:
             return
-        self._raise(_I.EOF, StreamDropError(
+        self._raise(_TERMINAL_INPUTS[classify_stream_terminal("eof")], StreamDropError(
             f"stream ended without a terminal frame at cursor {self.cursor}", cursor=self.cursor))
 
     def reattach(self) -> int:

@@ -1,5 +1,6 @@
 """The remote protocol's frame part: a ``/sse`` body -> transport events, and the outcome of a
-terminal (the seed's ``decodeTransportEvents`` and ``remoteTerminalOutcome``).
+terminal (``decodeTransportEvents`` and ``remoteTerminalOutcome`` of the wire v2 seed,
+``seeds/000_e7e163321047a0a9.txt``, "The remote protocol").
 
 The sync and async readers are twins around one sans-I/O ``TransportDecoder``; neither imports an
 event loop (an ``AsyncIterable[bytes]`` is all the async one needs).
@@ -37,8 +38,8 @@ __all__ = [
     "remote_terminal_outcome",
 ]
 
-#: The seed's TransportEvents (chunk, end, fail, truncated) are exactly these frames: the markers
-#: (``rewound``, ``caught-up``) and unknown events are not transport events.
+#: The wire v2 seed's TransportEvents (chunk, end, fail, truncated) are exactly these frames:
+#: the markers (``rewound``, ``caught-up``) and unknown events are not transport events.
 TransportEvent: TypeAlias = ChunkFrame | EndFrame | FailFrame | TruncatedFrame
 
 
@@ -47,7 +48,8 @@ class TransportDecoder:
 
     ``feed`` returns the events the bytes complete (the terminal last); ``close`` at the end of
     the body delivers an unterminated last frame and raises ``StreamDropError`` if no terminal
-    came (ruling a). Bytes after the terminal are ignored: the body is over.
+    came (a body without one is a drop, never a clean end). Bytes after the terminal are ignored:
+    the body is over.
     """
 
     __slots__ = ("_decoder", "cursor", "terminal")

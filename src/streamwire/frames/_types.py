@@ -1,4 +1,5 @@
-"""The wire v2 frame values (the seed's "Frames" table) and their unserialised SSE fields."""
+"""The wire v2 frame values (the "Frames" table of ``seeds/000_e7e163321047a0a9.txt``) and their
+unserialised SSE fields."""
 
 from __future__ import annotations
 
@@ -93,10 +94,15 @@ class CaughtUpFrame(msgspec.Struct, frozen=True, gc=False, rename="camel"):
 
 @final
 class UnknownFrame(msgspec.Struct, frozen=True, gc=False):
-    """An event this version does not know: readers ignore it, whatever its data."""
+    """An event this version does not know: readers ignore it, whatever its data.
+
+    ``id`` is None unless the decoder was asked to keep it (``FrameDecoder(unknown_ids=True)``,
+    for a tool that shows plain SSE events): then it is the SSE last event ID in force.
+    """
 
     event: str
     data: str
+    id: str | None = None
 
 
 TerminalFrame: TypeAlias = EndFrame | FailFrame | TruncatedFrame
@@ -107,7 +113,7 @@ StreamFrame: TypeAlias = (
 
 @final
 class SSEFields(msgspec.Struct, frozen=True, gc=False):
-    """A frame's unserialised SSE fields (the seed's ``streamFrameToSSE``).
+    """A frame's unserialised SSE fields (``streamFrameToSSE`` of the wire v2 seed).
 
     ``id`` is set for chunks only (the sequence); pass the three to ``streamwire.sse.encode_frame``
     or to any SSE response class.
