@@ -32,7 +32,8 @@ __all__ = ["app_from_env", "main", "open_log"]
 
 _USAGE_ERROR = 2
 #: The subcommands that parse their own arguments, and their modules.
-_SUBCOMMANDS = {"demo": "streamwire.demo", "tail": "streamwire.client.tail"}
+_SUBCOMMANDS = {"demo": "streamwire.demo", "tail": "streamwire.client.tail",
+                "run": "streamwire.run_command"}
 
 
 def _load(module: str, name: str) -> Any:
@@ -100,14 +101,22 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for streams to close on shutdown")
     p.add_argument("--access-log", action="store_true", help="also log every HTTP request")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--agent", action="append", default=[], metavar="MODULE:CALLABLE",
+                   help="serve the runs API with this agent (repeatable; its name is the "
+                        "callable's name); demo: the built-in scripted chat agent")
+    p.add_argument("--run-lease", type=float, default=30.0, metavar="SECONDS",
+                   help="seconds before the runs of a dead worker end WORKER_LOST (default 30)")
 
 
 async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
     from .server import bearer_token, create_app, uvicorn_server
 
+    from .runs import Runs
+
+    runs = Runs(log, args.agents, lease_time=args.run_lease) if args.agents else None
     app = create_app(log, authorize=bearer_token(token, protect_reads=args.protect_reads),
                      heartbeat_interval=args.heartbeat or None, cors_origins=args.cors_origin,
-                     shutdown_grace_period=args.grace)
+                     shutdown_grace_period=args.grace, agents=runs)
     server = uvicorn_server(app, host=args.host, port=args.port, log_level=args.log_level,
                             access_log=args.access_log, log_config=None)
     async with contextlib.AsyncExitStack() as stack:
@@ -125,6 +134,14 @@ def _run_serve(args: argparse.Namespace) -> int:
     try:
         log = open_log(args.log, redis_prefix=args.redis_prefix)
     except (ValueError, ImportError) as exc:
+        print(f"streamwire serve: {exc}", file=sys.stderr)
+        return _USAGE_ERROR
+    from .errors import UsageError
+    from .runs import load_agent
+
+    try:
+        args.agents = [load_agent(spec) for spec in args.agent]
+    except UsageError as exc:
         print(f"streamwire serve: {exc}", file=sys.stderr)
         return _USAGE_ERROR
     token = args.token or os.environ.get("STREAMWIRE_TOKEN") or ""
@@ -148,18 +165,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``streamwire`` console script; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # demo and tail own their arguments (streamwire.demo / streamwire.client.tail parse them).
-    if argv and argv[0] in ("demo", "tail"):
+    if argv and argv[0] in _SUBCOMMANDS:
         # imported lazily: the subcommands are separate modules with their own dependencies
         command = cast(Callable[[list[str]], int], _load(_SUBCOMMANDS[argv[0]], "main"))
         return command(argv[1:])
     parser = argparse.ArgumentParser(prog="streamwire",
                                      description="Typed, resumable Server-Sent Events.")
-    sub = parser.add_subparsers(dest="command", metavar="{serve,demo,tail}")
+    sub = parser.add_subparsers(dest="command", metavar="{serve,demo,tail,run}")
     _serve_options(sub.add_parser(
         "serve", help="serve stream logs over HTTP (wire v2)", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter))
     sub.add_parser("demo", help="stream a simulated reply, cut it midway and resume it", add_help=False)
     sub.add_parser("tail", help="print the events of an SSE or wire v2 stream", add_help=False)
+    sub.add_parser("run", help="start a run and print its reply live, or --status RUN_ID",
+                   add_help=False)
     args = parser.parse_args(argv)
     if args.command != "serve":
         parser.print_help(sys.stderr)

@@ -17,6 +17,11 @@
     │  └─ LogLimitError              a chunk or request over a configured limit (status_hint 413)
     ├─ ContractError                 a contract declaration is invalid (also a TypeError): duplicate
     │                                wire name, a type msgspec cannot decode; at class creation/resolve()
+    ├─ RunError                      a run request does not fit the runs API (``streamwire.runs``)
+    │  ├─ RunNotFoundError           no run with that id (status_hint 404)
+    │  ├─ UnknownAgentError          no agent with that name; .agents lists the served ones (404)
+    │  ├─ RunConflictError           the run id (or resume id) is taken by another body (409)
+    │  └─ RunStateError              the run's status forbids it, e.g. resuming a running run (409)
     ├─ ResponseStatusError           (client) the server answered with an error status or not SSE
     └─ RetriesExhaustedError         (client) re-attaching hit a cap; .attempts, .elapsed, .last_error
 
@@ -37,6 +42,10 @@ __all__ = [
     "PayloadError",
     "ResponseStatusError",
     "RetriesExhaustedError",
+    "RunConflictError",
+    "RunError",
+    "RunNotFoundError",
+    "RunStateError",
     "SSEDecodeError",
     "StreamDropError",
     "StreamFailedError",
@@ -45,6 +54,7 @@ __all__ = [
     "StreamStateError",
     "StreamTruncatedError",
     "StreamwireError",
+    "UnknownAgentError",
     "UsageError",
 ]
 
@@ -211,3 +221,39 @@ class StreamGapError(MalformedFrameError):
             event="chunk", data="")
         self.cursor = cursor
         self.sequence = sequence
+
+
+class RunError(StreamwireError):
+    """A request of the runs API does not fit the run it names (``streamwire.runs``)."""
+
+    status_hint = 409
+
+
+class RunNotFoundError(RunError):
+    """No run with this id."""
+
+    status_hint = 404
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"no run with id {run_id!r}")
+        self.run_id = run_id
+
+
+class UnknownAgentError(RunError):
+    """No agent with this name is served; ``agents`` lists those that are."""
+
+    status_hint = 404
+
+    def __init__(self, agent: str, agents: list[str]) -> None:
+        super().__init__(f"no agent named {agent!r}; this server runs: {', '.join(agents) or 'none'}")
+        self.agent = agent
+        self.agents = agents
+
+
+class RunConflictError(RunError):
+    """The run id (or resume id) was already used with another request body: a retry must send
+    the same body, a new request a new id."""
+
+
+class RunStateError(RunError):
+    """The run's status forbids the request (e.g. resuming a run that is not paused)."""

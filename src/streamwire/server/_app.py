@@ -9,7 +9,7 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Final, Literal, TypeAlias, final
 
 import anyio
@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from ..errors import UsageError
 from ..log import StreamLog
+from ..runs import Agent, Runs
 from ._http import (
     Refusal,
     WriteAPI,
@@ -34,6 +35,7 @@ from ._http import (
 )
 from ._openapi import openapi_document
 from ._running import DrainingServer, uvicorn_server
+from ._runs import runs_openapi_paths, runs_routes
 from ._signals import chain_exit_signals
 from ._sse import (
     SSE_RESPONSE_HEADERS,
@@ -177,6 +179,7 @@ class StreamApp(Starlette):
         retry_after: int,
         retry: int | None,
         drain_on_signal: bool,
+        agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
     ) -> None:
         if heartbeat_interval is not None and not heartbeat_interval > 0:
             raise ValueError("heartbeat_interval must be > 0 seconds, or None to turn it off")
@@ -201,7 +204,11 @@ class StreamApp(Starlette):
         self._opened = self._evicted = self._refused = 0
         self._draining = False
         self._drained: anyio.Event | None = None
-        self._openapi = encode_json(openapi_document())
+        #: The runs API's service (``create_app(agents=...)``), else None.
+        self.runs = (agents if isinstance(agents, Runs) or agents is None
+                     else Runs(log, agents, expose_errors=expose_errors))
+        document = openapi_document()
+        self._openapi = encode_json(document if self.runs is None else runs_openapi_paths(document))
         w, api = self._json_route, WriteAPI(log, max_body=max_body_size, max_batch=max_batch_chunks)
         routes = [
             Route("/streams/{stream_id}", w(api.create, "write"), methods=["PUT"]),
@@ -216,6 +223,10 @@ class StreamApp(Starlette):
                   methods=["POST"]),
             Route("/openapi.json", self._openapi_route, methods=["GET"]),
         ]
+        if self.runs is not None:
+            routes += runs_routes(self.runs, check_access=self._check_access,
+                                  serve_sse=self.serve_sse, max_body=max_body_size,
+                                  max_id=max_stream_id_length, expose_errors=expose_errors)
         middleware: list[Middleware] = []
         if cors_origins:
             middleware.append(Middleware(
@@ -231,7 +242,8 @@ class StreamApp(Starlette):
     async def _lifespan(self, app: Starlette) -> AsyncGenerator[None]:
         undo = chain_exit_signals(self.begin_shutdown) if self._drain_on_signal else None
         try:
-            yield
+            async with self.runs or contextlib.nullcontext():  # agents end with their terminal
+                yield
         finally:
             if undo is not None:
                 undo()
@@ -424,6 +436,7 @@ def create_app(
     retry_after: int = 1,
     retry: int | None = None,
     drain_on_signal: bool = True,
+    agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
 ) -> StreamApp:
     """Serve ``log`` over HTTP as wire v2 (routes and rules: this module's docstring).
 
@@ -448,6 +461,9 @@ def create_app(
         drain_on_signal: on lifespan startup, make SIGINT / SIGTERM drain the open streams before
             the server's own graceful shutdown, which would otherwise wait for them (uvicorn,
             granian). Off: call ``drain()`` yourself.
+        agents: serve the runs API (``streamwire.server._runs``) for these agents (by name, or
+            callables under their ``__name__``), or a configured ``streamwire.runs.Runs`` over
+            the same log; their records go to the log's backend.
     """
     return StreamApp(
         log, authorize=authorize, token=token, allow_anonymous_writes=allow_anonymous_writes,
@@ -456,4 +472,4 @@ def create_app(
         send_timeout=send_timeout, cors_origins=cors_origins, expose_errors=expose_errors,
         max_body_size=max_body_size, max_batch_chunks=max_batch_chunks,
         max_stream_id_length=max_stream_id_length, shutdown_grace_period=shutdown_grace_period,
-        retry_after=retry_after, retry=retry, drain_on_signal=drain_on_signal)
+        retry_after=retry_after, retry=retry, drain_on_signal=drain_on_signal, agents=agents)

@@ -1,0 +1,52 @@
+"""Runs: agents as typed async functions, served over a stream log with every guarantee of the
+stream underneath (the remote-agent protocol of wire v2, ``../shared/seeds/000_*``).
+
+::
+
+    async def chat(run: RunContext[Chat]) -> Completed:
+        await run.emit(Chat.chunk({"chunk": "Hello"}))
+        return Completed(output={"text": "Hello"}, usage={...})
+
+    async with Runs(log, [chat]) as runs:          # or create_app(log, agents=[chat])
+        record, created = await runs.start("chat", {"prompt": "hi"}, run_id="r1")
+
+A run's chunks go to the stream whose id is the run id; its record (status ``running``,
+``paused``, ``completed``, ``interrupted`` or ``failed``, the input, output, state, usage, error
+and the worker's lease) goes to the same backend as the streams (``store_for(log)``). Whatever
+the agent's exit (return, exception, stop, cancellation, shutdown, a lost worker), the stream gets
+exactly one terminal frame and the record the matching status.
+"""
+
+from __future__ import annotations
+
+from .._public import publish
+from ._context import Agent, AgentError, Completed, Paused, RunContext, load_agent
+from ._outcome import RunOutcome, outcome_from_status, outcome_from_terminal
+from ._record import FINISHED_RUN, TRANSITIONS, RunRecord, RunStatus
+from ._service import DEFAULT_LEASE_TIME, DEFAULT_POLL_INTERVAL, DEFAULT_STOP_WAIT, Runs
+from ._store import MemoryRunStore, RunStore, store_for
+
+__all__ = [
+    "DEFAULT_LEASE_TIME",
+    "DEFAULT_POLL_INTERVAL",
+    "DEFAULT_STOP_WAIT",
+    "FINISHED_RUN",
+    "TRANSITIONS",
+    "Agent",
+    "AgentError",
+    "Completed",
+    "MemoryRunStore",
+    "Paused",
+    "RunContext",
+    "RunOutcome",
+    "RunRecord",
+    "RunStatus",
+    "RunStore",
+    "Runs",
+    "load_agent",
+    "outcome_from_status",
+    "outcome_from_terminal",
+    "store_for",
+]
+
+publish(globals(), __all__)

@@ -1,0 +1,184 @@
+"""The run record and its rules, sans-I/O: statuses, the one transitions table, request
+fingerprints (exactly-once checks), leases and the ``/status`` body.
+
+Every store keeps records as the JSON ``encode_record`` makes and changes them only by
+compare-and-set on ``version``; these functions compute the next record, the store only swaps it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Final, Literal, TypeAlias, final
+
+import msgspec
+
+from ..errors import RunConflictError, RunStateError
+
+__all__ = [
+    "FINISHED_RUN",
+    "TRANSITIONS",
+    "RunRecord",
+    "RunStatus",
+    "check_resume",
+    "check_same_start",
+    "decode_record",
+    "encode_record",
+    "fingerprint",
+    "flag_stop",
+    "lease_expired",
+    "new_record",
+    "renewed",
+    "resumed",
+    "settled",
+    "status_body",
+]
+
+#: A run's status: ``running`` while its agent runs, ``paused`` until a resume, then final.
+RunStatus: TypeAlias = Literal["running", "completed", "paused", "interrupted", "failed"]
+
+#: Every status change a run may make, and only these (the run's state machine).
+TRANSITIONS: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
+    "running": frozenset({"completed", "paused", "interrupted", "failed"}),
+    "paused": frozenset({"running", "interrupted"}),  # a resume, or a stop while paused
+    "completed": frozenset(),
+    "interrupted": frozenset(),
+    "failed": frozenset(),
+}
+
+#: The statuses a run never leaves.
+FINISHED_RUN: Final[frozenset[RunStatus]] = frozenset(
+    s for s, targets in TRANSITIONS.items() if not targets)
+
+
+@final
+class RunRecord(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True):
+    """One run as the store keeps it (JSON field names camelCase).
+
+    ``version`` grows by one on every change (the compare-and-set token). ``owner`` is the worker
+    running the agent and ``lease_expires_at`` (epoch seconds) when others may declare it lost.
+    ``fingerprint`` identifies the start request's body; ``resumes`` maps each resume id to its
+    body's fingerprint, so each is applied once.
+    """
+
+    run_id: str
+    agent: str
+    stream_id: str
+    status: RunStatus
+    fingerprint: str
+    created_at: float
+    updated_at: float
+    version: int = 1
+    input: Any = None
+    output: Any = None
+    state: Any = None
+    usage: dict[str, Any] | None = None
+    error: str | None = None
+    error_detail: dict[str, Any] | None = None
+    recoverable: bool | None = None
+    owner: str = ""
+    lease_expires_at: float = 0.0
+    stop_requested: bool = False
+    resumes: dict[str, str] = msgspec.field(default_factory=dict[str, str])
+    resume_input: Any = None
+    head: int = 0
+
+
+_encoder: Final = msgspec.json.Encoder(order="sorted")
+_decoder: Final = msgspec.json.Decoder(RunRecord)
+
+
+def encode_record(record: RunRecord) -> bytes:
+    """The record's stored JSON."""
+    return _encoder.encode(record)
+
+
+def decode_record(data: bytes | str) -> RunRecord:
+    """A stored record back."""
+    return _decoder.decode(data)
+
+
+def fingerprint(*parts: object) -> str:
+    """A digest of a request body (canonical JSON: key order does not matter)."""
+    return hashlib.sha256(_encoder.encode(parts)).hexdigest()[:32]
+
+
+def new_record(run_id: str, agent: str, input: Any, *, owner: str, now: float,
+               lease: float) -> RunRecord:
+    """A run that starts now, its lease held by ``owner``."""
+    return RunRecord(run_id=run_id, agent=agent, stream_id=run_id, status="running",
+                     fingerprint=fingerprint(agent, input), created_at=now, updated_at=now,
+                     input=input, owner=owner, lease_expires_at=now + lease)
+
+
+def check_same_start(record: RunRecord, agent: str, input: Any) -> None:
+    """A repeated start must carry the first one's body (CP-95), else ``RunConflictError``."""
+    if record.fingerprint != fingerprint(agent, input):
+        raise RunConflictError(
+            f"run {record.run_id!r} was started with another body; a retry sends the same "
+            "agent and input, a new run needs a new runId")
+
+
+def settled(record: RunRecord, status: RunStatus, *, now: float, head: int,
+            **fields: Any) -> RunRecord:
+    """The record after its agent ended (``status`` final or paused) with the terminal's fields."""
+    return _move(record, status, now, head=head, lease_expires_at=0.0, stop_requested=False,
+                 **fields)
+
+
+def resumed(record: RunRecord, resume_id: str, input: Any, *, owner: str, now: float,
+            lease: float) -> RunRecord:
+    """The paused record taken up again by ``owner`` with ``input`` for resume ``resume_id``."""
+    return _move(record, "running", now, owner=owner, lease_expires_at=now + lease,
+                 resumes={**record.resumes, resume_id: fingerprint(input)}, resume_input=input,
+                 output=None, usage=None)
+
+
+def renewed(record: RunRecord, *, now: float, lease: float) -> RunRecord:
+    """The same run with its lease extended (no status change)."""
+    return msgspec.structs.replace(record, version=record.version + 1, updated_at=now,
+                                   lease_expires_at=now + lease)
+
+
+def flag_stop(record: RunRecord, *, now: float) -> RunRecord:
+    """The running record flagged for its worker to cancel (a stop reaching another process)."""
+    return msgspec.structs.replace(record, version=record.version + 1, updated_at=now,
+                                   stop_requested=True)
+
+
+def lease_expired(record: RunRecord, now: float) -> bool:
+    """A running run whose worker stopped renewing its lease: it counts as lost."""
+    return record.status == "running" and record.lease_expires_at < now
+
+
+def check_resume(record: RunRecord, resume_id: str, input: Any) -> bool:
+    """Whether resume ``resume_id`` is new (True) or a repeat of an applied one (False).
+    A repeat with another body is ``RunConflictError``; a new one needs a paused run."""
+    seen = record.resumes.get(resume_id)
+    if seen is not None:
+        if seen != fingerprint(input):
+            raise RunConflictError(f"resume {resume_id!r} of run {record.run_id!r} was sent with "
+                                   "another input; a new resume needs a new resumeId")
+        return False
+    if record.status != "paused":
+        raise RunStateError(f"run {record.run_id!r} is {record.status}; only a paused run "
+                            "can be resumed")
+    return True
+
+
+def _move(record: RunRecord, status: RunStatus, now: float, **fields: Any) -> RunRecord:
+    if status not in TRANSITIONS[record.status]:
+        raise RunStateError(f"run {record.run_id!r} cannot go from {record.status} to {status}")
+    return msgspec.structs.replace(record, status=status, version=record.version + 1,
+                                   updated_at=now, **fields)
+
+
+def status_body(record: RunRecord, head: int) -> dict[str, Any]:
+    """``GET /runs/{id}/status``: the record's public fields, camelCase, absent ones left out."""
+    body: dict[str, Any] = {"runId": record.run_id, "streamId": record.stream_id,
+                            "agent": record.agent, "status": record.status, "head": head}
+    optional = (("output", record.output), ("state", record.state), ("usage", record.usage),
+                ("error", record.error), ("errorDetail", record.error_detail),
+                ("recoverable", record.recoverable))
+    body.update((k, v) for k, v in optional if v is not None)
+    return body

@@ -1,0 +1,230 @@
+"""The runs API beside the stream routes (``create_app(log, agents=...)``), under the same
+authorization hook: ``write`` for start, resume and stop, ``read`` for status and sse; the hook
+gets the run id (a run's stream has the run's id).
+
+==========================  ====================================================================
+``POST /runs``              ``{"agent", "input", "runId"?}`` (or ``Idempotency-Key``) -> ``201
+                            {"runId", "streamId", "status"}``; a repeat with the same body ``200``,
+                            another body ``409``, an unknown agent ``404 {..., "agents": [...]}``
+``POST /runs/{id}/resume``  ``{"input", "resumeId"}``: a paused run continues on its stream, once
+                            per ``resumeId`` (a repeat ``200`` with the run, another body ``409``)
+``POST /runs/{id}/stop``    cancel the agent (the stream ends ``interrupted``); idempotent; answers
+                            the status once settled
+``GET /runs/{id}/status``   ``{"runId", "streamId", "agent", "status", "head", "output"?, "state"?,
+                            "usage"?, "error"?, "errorDetail"?, "recoverable"?}``
+``GET /runs/{id}/sse``      the run's stream, exactly as ``GET /streams/{id}/sse``
+==========================  ====================================================================
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Final, Literal
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..errors import UnknownAgentError
+from ..runs import Runs
+from ..runs._record import RunRecord
+from ._http import Refusal, encode_json, read_body, refusal_for
+from ._sse import Receive, Scope, Send
+
+__all__ = ["runs_openapi_paths", "runs_routes"]
+
+_Access = Literal["read", "write"]
+CheckAccess = Callable[[Request, str, _Access], Awaitable[None]]
+ServeSSE = Callable[[Scope, Receive, Send, str], Awaitable[None]]
+
+#: Characters of a run id: it is a URL path segment and a key in every backend.
+_ID_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~:")
+
+
+class StartIn(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    """``POST /runs``."""
+
+    agent: str
+    input: Any = None
+    run_id: str | None = None
+
+
+class ResumeIn(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
+    """``POST /runs/{id}/resume``."""
+
+    resume_id: str
+    input: Any = None
+
+
+_start_decoder: Final = msgspec.json.Decoder(StartIn)
+_resume_decoder: Final = msgspec.json.Decoder(ResumeIn)
+
+
+def _created(record: RunRecord, status: int) -> Response:
+    body = {"runId": record.run_id, "streamId": record.stream_id, "status": record.status}
+    return Response(encode_json(body), status, {"Content-Location": f"/runs/{record.run_id}"},
+                    media_type="application/json")
+
+
+class _RunsAPI:
+    def __init__(self, runs: Runs, check_access: CheckAccess, serve_sse: ServeSSE, *,
+                 max_body: int, max_id: int, expose_errors: bool) -> None:
+        self.runs = runs
+        self.check_access = check_access
+        self.serve_sse = serve_sse
+        self.max_body = max_body
+        self.max_id = max_id
+        self.expose_errors = expose_errors
+
+    def check_id(self, run_id: str, what: str = "run id") -> str:
+        if not run_id or len(run_id) > self.max_id or not _ID_CHARS.issuperset(run_id):
+            raise Refusal(400, f"a {what} is 1 to {self.max_id} characters among A-Z a-z 0-9 "
+                               f"- _ . ~ : (create_app(max_stream_id_length=...)), not "
+                               f"{run_id[:40]!r}")
+        return run_id
+
+    def route(self, handler: Callable[[Request], Awaitable[Response]]
+              ) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except UnknownAgentError as exc:
+                body = {"error": str(exc), "status": 404, "agents": exc.agents}
+                return Response(encode_json(body), 404, media_type="application/json")
+            except Exception as exc:
+                return refusal_for(exc, expose_errors=self.expose_errors).response()
+
+        return endpoint
+
+    async def _run_id(self, request: Request, access: _Access) -> str:
+        run_id = self.check_id(request.path_params["run_id"])
+        await self.check_access(request, run_id, access)
+        return run_id
+
+    async def start(self, request: Request) -> Response:
+        body = _start_decoder.decode(await read_body(request, self.max_body))
+        key = request.headers.get("idempotency-key")
+        if key is not None and body.run_id is not None and key != body.run_id:
+            raise Refusal(400, "the Idempotency-Key header and runId differ; send one of them")
+        run_id = self.check_id(body.run_id or key or _new_id())
+        await self.check_access(request, run_id, "write")
+        record, created = await self.runs.start(body.agent, body.input, run_id)
+        return _created(record, 201 if created else 200)
+
+    async def resume(self, request: Request) -> Response:
+        run_id = await self._run_id(request, "write")
+        body = _resume_decoder.decode(await read_body(request, self.max_body))
+        self.check_id(body.resume_id, "resumeId")
+        record, _ = await self.runs.resume(run_id, body.input, body.resume_id)
+        return _created(record, 200)
+
+    async def stop(self, request: Request) -> Response:
+        run_id = await self._run_id(request, "write")
+        await self.runs.stop(run_id)
+        return Response(encode_json(await self.runs.status(run_id)), 200,
+                        media_type="application/json")
+
+    async def status(self, request: Request) -> Response:
+        run_id = await self._run_id(request, "read")
+        return Response(encode_json(await self.runs.status(run_id)), 200,
+                        media_type="application/json")
+
+
+class _RunSSE:
+    """``GET /runs/{id}/sse``: the stream endpoint itself, once the run is known (raw ASGI)."""
+
+    def __init__(self, api: _RunsAPI) -> None:
+        self.api = api
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = Request(scope, receive)
+        try:
+            run_id = await self.api._run_id(request, "read")  # pyright: ignore[reportPrivateUsage]
+            record = await self.api.runs.get(run_id)
+        except Exception as exc:
+            response = refusal_for(exc, expose_errors=self.api.expose_errors).response()
+            await response(scope, receive, send)
+            return
+        await self.api.serve_sse(scope, receive, send, record.stream_id)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def runs_routes(runs: Runs, *, check_access: CheckAccess, serve_sse: ServeSSE, max_body: int,
+                max_id: int, expose_errors: bool) -> list[Route]:
+    """The runs API's routes over ``runs``."""
+    api = _RunsAPI(runs, check_access, serve_sse, max_body=max_body, max_id=max_id,
+                   expose_errors=expose_errors)
+    return [
+        Route("/runs", api.route(api.start), methods=["POST"]),
+        Route("/runs/{run_id}/resume", api.route(api.resume), methods=["POST"]),
+        Route("/runs/{run_id}/stop", api.route(api.stop), methods=["POST"]),
+        Route("/runs/{run_id}/status", api.route(api.status), methods=["GET"]),
+        Route("/runs/{run_id}/sse", _RunSSE(api), methods=["GET"]),
+    ]
+
+
+def runs_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` (the stream server's OpenAPI) with the runs API's paths and schemas added."""
+    errors = {"400": {"$ref": "#/components/responses/BadRequest"},
+              "401": {"$ref": "#/components/responses/Refused"},
+              "403": {"$ref": "#/components/responses/Refused"},
+              "404": {"$ref": "#/components/responses/NotFound"}}
+    param = [{"name": "run_id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    created = {"description": "The run.", "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/RunCreated"}}}}
+    status = {"description": "The run's status.", "content": {"application/json": {
+        "schema": {"$ref": "#/components/schemas/RunStatus"}}}}
+    conflict = {"409": {"$ref": "#/components/responses/Conflict"},
+                "422": {"$ref": "#/components/responses/Invalid"}}
+    sse = document["paths"]["/streams/{stream_id}/sse"]["get"]
+    paths: dict[str, Any] = {
+        "/runs": {"post": {
+            "summary": "Start a run, exactly once per runId (or Idempotency-Key).",
+            "security": [{"bearer": []}],
+            "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
+                            "schema": {"type": "string"}}],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["agent"], "additionalProperties": False,
+                "properties": {"agent": {"type": "string"}, "input": {},
+                               "runId": {"type": "string"}}}}}},
+            "responses": {"201": created, "200": created, **errors, **conflict}}},
+        "/runs/{run_id}/resume": {"post": {
+            "summary": "Resume a paused run on its stream, once per resumeId.",
+            "security": [{"bearer": []}], "parameters": param,
+            "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["resumeId"], "additionalProperties": False,
+                "properties": {"resumeId": {"type": "string"}, "input": {}}}}}},
+            "responses": {"200": created, **errors, **conflict}}},
+        "/runs/{run_id}/stop": {"post": {
+            "summary": "Stop the run (its stream ends interrupted); idempotent.",
+            "security": [{"bearer": []}], "parameters": param,
+            "responses": {"200": status, **errors}}},
+        "/runs/{run_id}/status": {"get": {
+            "summary": "The run's status and outcome.", "parameters": param,
+            "responses": {"200": status, **errors}}},
+        "/runs/{run_id}/sse": {"get": {
+            **sse, "summary": "Read the run's stream (exactly as /streams/{stream_id}/sse).",
+            "parameters": [*param, *sse["parameters"][1:]]}},
+    }
+    schemas = {
+        "RunCreated": {"type": "object", "required": ["runId", "streamId", "status"],
+                       "properties": {"runId": {"type": "string"}, "streamId": {"type": "string"},
+                                      "status": {"$ref": "#/components/schemas/RunStatusName"}}},
+        "RunStatusName": {"enum": ["running", "completed", "paused", "interrupted", "failed"]},
+        "RunStatus": {
+            "type": "object", "required": ["runId", "streamId", "agent", "status", "head"],
+            "properties": {"runId": {"type": "string"}, "streamId": {"type": "string"},
+                           "agent": {"type": "string"},
+                           "status": {"$ref": "#/components/schemas/RunStatusName"},
+                           "head": {"type": "integer"}, "output": {}, "state": {},
+                           "usage": {"type": "object"}, "error": {"type": "string"},
+                           "errorDetail": {"type": "object"}, "recoverable": {"type": "boolean"}}},
+    }
+    return {**document, "paths": {**document["paths"], **paths},
+            "components": {**document["components"],
+                           "schemas": {**document["components"]["schemas"], **schemas}}}
