@@ -109,9 +109,8 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
 
 
 async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
-    from .server import bearer_token, create_app, uvicorn_server
-
     from .runs import Runs
+    from .server import bearer_token, create_app, uvicorn_server
 
     runs = Runs(log, args.agents, lease_time=args.run_lease) if args.agents else None
     app = create_app(log, authorize=bearer_token(token, protect_reads=args.protect_reads),

@@ -1,5 +1,6 @@
-"""The httpx client side: the resumable reader of wire v2 streams (async and sync) and
-``create_sse_readable`` for the direct profile.
+"""The httpx client side: the resumable reader of wire v2 streams (async and sync),
+``create_sse_readable`` for the direct profile, and the runs dispatcher (``AsyncDispatcher``,
+``Dispatcher``: start, follow, stop and recover runs of the runs API).
 
 The resumable client: read a wire v2 stream over httpx, every chunk exactly once, in order.
 
@@ -52,6 +53,9 @@ from ._core import (
     RetryPolicy,
 )
 from ._direct import ByteSource, create_sse_readable
+from ._dispatch_core import DEFAULT_RECOVER_TIMEOUT
+from ._dispatcher import AsyncDispatcher, AsyncRun
+from ._dispatcher_sync import Dispatcher, Run
 from ._sync import ResumableStream
 
 __all__ = [
@@ -61,13 +65,18 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_MAX_ELAPSED",
+    "DEFAULT_RECOVER_TIMEOUT",
     "AsyncChatReply",
+    "AsyncDispatcher",
     "AsyncResumableStream",
+    "AsyncRun",
     "ByteSource",
     "ChatReply",
     "ClientStats",
+    "Dispatcher",
     "ResumableStream",
     "RetryPolicy",
+    "Run",
     "StreamOptions",
     "create_sse_readable",
 ]

@@ -40,7 +40,9 @@ class RunOutcome(msgspec.Struct, frozen=True):
 
     def describe(self) -> str:
         """One line for people: ``completed``, ``failed (AGENT_ERROR): ...``."""
-        text = self.kind.value if self.status is None else f"{self.kind.value} ({self.status})"
+        text = self.kind.value
+        if self.status is not None and self.status != text:
+            text += f" ({self.status})"
         code = (self.error_detail or {}).get("code")
         if code:
             text += f" [{code}]"

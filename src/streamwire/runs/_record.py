@@ -121,7 +121,10 @@ def check_same_start(record: RunRecord, agent: str, input: Any) -> None:
 
 def settled(record: RunRecord, status: RunStatus, *, now: float, head: int,
             **fields: Any) -> RunRecord:
-    """The record after its agent ended (``status`` final or paused) with the terminal's fields."""
+    """The record after its agent ended (``status`` final or paused) with the terminal's fields;
+    only a pause keeps a state unless one is given."""
+    if status != "paused":
+        fields.setdefault("state", None)
     return _move(record, status, now, head=head, lease_expires_at=0.0, stop_requested=False,
                  **fields)
 

@@ -7,7 +7,8 @@ gets the run id (a run's stream has the run's id).
                             {"runId", "streamId", "status"}``; a repeat with the same body ``200``,
                             another body ``409``, an unknown agent ``404 {..., "agents": [...]}``
 ``POST /runs/{id}/resume``  ``{"input", "resumeId"}``: a paused run continues on its stream, once
-                            per ``resumeId`` (a repeat ``200`` with the run, another body ``409``)
+                            per ``resumeId``: ``200 {"runId", "streamId", "status", "resumed"}``
+                            (``resumed`` false for a repeat); another body ``409``
 ``POST /runs/{id}/stop``    cancel the agent (the stream ends ``interrupted``); idempotent; answers
                             the status once settled
 ``GET /runs/{id}/status``   ``{"runId", "streamId", "agent", "status", "head", "output"?, "state"?,
@@ -27,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..errors import UnknownAgentError
+from ..errors import RunError, UnknownAgentError
 from ..runs import Runs
 from ..runs._record import RunRecord
 from ._http import Refusal, encode_json, read_body, refusal_for
@@ -62,8 +63,9 @@ _start_decoder: Final = msgspec.json.Decoder(StartIn)
 _resume_decoder: Final = msgspec.json.Decoder(ResumeIn)
 
 
-def _created(record: RunRecord, status: int) -> Response:
-    body = {"runId": record.run_id, "streamId": record.stream_id, "status": record.status}
+def _created(record: RunRecord, status: int, **extra: object) -> Response:
+    body = {"runId": record.run_id, "streamId": record.stream_id, "status": record.status,
+            **extra}
     return Response(encode_json(body), status, {"Content-Location": f"/runs/{record.run_id}"},
                     media_type="application/json")
 
@@ -90,9 +92,12 @@ class _RunsAPI:
         async def endpoint(request: Request) -> Response:
             try:
                 return await handler(request)
-            except UnknownAgentError as exc:
-                body = {"error": str(exc), "status": 404, "agents": exc.agents}
-                return Response(encode_json(body), 404, media_type="application/json")
+            except RunError as exc:  # typed for clients: the class name is the code
+                body: dict[str, Any] = {"error": str(exc), "status": exc.status_hint,
+                                        "code": type(exc).__name__}
+                if isinstance(exc, UnknownAgentError):
+                    body.update(agent=exc.agent, agents=exc.agents)
+                return Response(encode_json(body), exc.status_hint, media_type="application/json")
             except Exception as exc:
                 return refusal_for(exc, expose_errors=self.expose_errors).response()
 
@@ -117,8 +122,8 @@ class _RunsAPI:
         run_id = await self._run_id(request, "write")
         body = _resume_decoder.decode(await read_body(request, self.max_body))
         self.check_id(body.resume_id, "resumeId")
-        record, _ = await self.runs.resume(run_id, body.input, body.resume_id)
-        return _created(record, 200)
+        record, resumed = await self.runs.resume(run_id, body.input, body.resume_id)
+        return _created(record, 200, resumed=resumed)
 
     async def stop(self, request: Request) -> Response:
         run_id = await self._run_id(request, "write")

@@ -1,0 +1,162 @@
+"""The dispatcher's sans-I/O half: what a follow of a run's stream decides after each piece of
+body, each terminal, each failure and each ``/status`` answer; the async and sync dispatchers only
+move bytes and sleep (``client._dispatcher``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+import msgspec
+
+from ..errors import (
+    ResponseStatusError,
+    RetriesExhaustedError,
+    RunConflictError,
+    RunNotFoundError,
+    RunStateError,
+    StreamwireError,
+    UnknownAgentError,
+)
+from ..frames import ChunkFrame, FailFrame, RemoteOutcomeKind, TransportDecoder
+from ..runs import RunOutcome, outcome_from_status, outcome_from_terminal
+from ._core import RETRY_STATUSES, Backoff, RetryPolicy, request_headers
+
+__all__ = ["DEFAULT_RECOVER_TIMEOUT", "Follow", "error_for", "retryable_status"]
+
+#: Seconds a follow keeps asking ``/status`` and re-attaching while the run says ``running``
+#: after its stream broke: longer than a worker's default lease (30 s) plus a sweep.
+DEFAULT_RECOVER_TIMEOUT: Final = 120.0
+_ERRORS: Final[dict[str, type[StreamwireError]]] = {
+    "RunConflictError": RunConflictError, "RunStateError": RunStateError}
+
+
+def retryable_status(status: int) -> bool:
+    return status in RETRY_STATUSES
+
+
+def error_for(status: int, body: bytes, what: str) -> StreamwireError:
+    """The typed error an error answer of the runs API means."""
+    try:
+        data: dict[str, Any] = msgspec.json.decode(body)
+        message = str(data.get("error", ""))
+    except (msgspec.DecodeError, AttributeError):
+        data, message = {}, body[:200].decode("utf-8", "replace")
+    if status == 404 and "agents" in data:
+        return UnknownAgentError(str(data.get("agent", "")), list(data["agents"]))
+    if status == 404 and what != "start":
+        return RunNotFoundError(what)
+    if status == 409:
+        return _ERRORS.get(str(data.get("code")), RunConflictError)(message)
+    return ResponseStatusError(f"HTTP {status}: {message}", status_code=status,
+                               retryable=retryable_status(status))
+
+
+class Follow:
+    """One dispatcher's read of a run across connections: cursor, dedup, backoff, the outcome.
+
+    After a connection ends, ``need_status`` says whether ``/status`` must decide (a recoverable
+    failure, a truncation, or re-attaching ran out); ``outcome`` is set once the run settled.
+    """
+
+    def __init__(self, run_id: str, cursor: int, policy: RetryPolicy,
+                 recover_timeout: float, poll_interval: float) -> None:
+        self.run_id = run_id
+        self.cursor = cursor
+        self.policy = policy
+        self.backoff = Backoff(policy)
+        self.recover_timeout = recover_timeout
+        self.poll_interval = poll_interval
+        self.decoder = TransportDecoder()
+        self.outcome: RunOutcome | None = None
+        self.need_status = False
+        self.delay = 0.0
+        self.connections = 0
+        self.last_error: BaseException | None = None
+        self._recover_since = -1.0
+
+    def begin(self) -> dict[str, str]:
+        """A connection opens: its headers."""
+        self.connections += 1
+        self.decoder = TransportDecoder()
+        self.delay = 0.0
+        return request_headers(str(self.cursor) if self.cursor else "")
+
+    def feed(self, data: bytes) -> list[ChunkFrame]:
+        """Body bytes: the new chunks (each sequence once); a terminal settles or asks status."""
+        out: list[ChunkFrame] = []
+        for event in self.decoder.feed(data):
+            if type(event) is ChunkFrame:
+                if event.sequence > self.cursor:
+                    self.cursor = event.sequence
+                    out.append(event)
+            else:
+                self._terminal()
+        if out:
+            self.backoff.progress()
+            self._recover_since = -1.0
+        return out
+
+    def end_of_body(self) -> list[ChunkFrame]:
+        """The body ended: raises ``StreamDropError`` when no terminal came."""
+        out = [e for e in self.decoder.close() if type(e) is ChunkFrame and e.sequence > self.cursor]
+        if out:
+            self.cursor = out[-1].sequence
+        if self.decoder.terminal is not None:
+            self._terminal()
+        return out
+
+    def _terminal(self) -> None:
+        terminal = self.decoder.terminal
+        assert terminal is not None
+        outcome = outcome_from_terminal(terminal)
+        if outcome.kind is RemoteOutcomeKind.RETRY:
+            # a recoverable fail or a truncation says nothing final about the run: ask it
+            self.need_status = True
+            self.last_error = StreamwireError(
+                terminal.error if isinstance(terminal, FailFrame) else "the stream was truncated")
+        else:
+            self.outcome = outcome
+
+    def failed(self, exc: StreamwireError | Exception, now: float) -> None:
+        """The connection failed (transport error, drop, malformed frame, error status): wait
+        and re-attach, or ask ``/status`` once re-attaching ran out or cannot help."""
+        self.last_error = exc
+        error = exc if isinstance(exc, StreamwireError) else StreamwireError(
+            f"{type(exc).__name__}: {exc}", retryable=True)
+        try:
+            self.delay = self.backoff.next_delay(error, now, None, self.cursor)
+        except StreamwireError:
+            self.need_status = True
+            self.delay = 0.0
+
+    def status_answer(self, body: dict[str, Any], now: float) -> None:
+        """``/status`` answered: settle, or (still running) re-attach after ``poll_interval``;
+        ``RetriesExhaustedError`` once the run stayed running for ``recover_timeout`` seconds."""
+        self.need_status = False
+        outcome = outcome_from_status(body)
+        if outcome is not None:
+            self.outcome = outcome
+            return
+        self.status_unavailable(None, now)
+        self.backoff.progress()
+
+    def status_unavailable(self, exc: BaseException | None, now: float) -> None:
+        """``/status`` could not be read (or said running): try again after a while, within
+        ``recover_timeout``."""
+        if self._recover_since < 0:
+            self._recover_since = now
+        elapsed = now - self._recover_since
+        if elapsed >= self.recover_timeout:
+            last = exc or self.last_error or StreamwireError("the run stayed running")
+            raise RetriesExhaustedError(
+                f"run {self.run_id!r} did not settle: no terminal and no final status within "
+                f"recover_timeout={self.recover_timeout}s (raise it on the dispatcher)",
+                attempts=self.connections, elapsed=elapsed, last_error=last) from exc
+        if exc is not None:
+            self.need_status = True
+        self.delay = max(self.poll_interval, min(self.policy.backoff_max, elapsed / 4))
+
+
+def now() -> float:
+    return time.monotonic()

@@ -1,0 +1,221 @@
+"""``Dispatcher``: the sync twin of ``AsyncDispatcher`` over an ``httpx.Client`` (the module
+docstring of ``client._dispatcher`` describes both; every decision is ``_dispatch_core``'s)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar, overload
+
+import httpx
+
+from ..errors import StreamwireError
+from ..frames import ChunkFrame
+from ..runs import RunOutcome
+from ._core import DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, RetryPolicy
+from ._dispatch_core import DEFAULT_RECOVER_TIMEOUT, Follow, error_for, now
+from ._dispatcher import DispatcherBase, retryable_error
+
+__all__ = ["Dispatcher", "Run"]
+
+T = TypeVar("T")
+
+
+class Run(Generic[T]):
+    """One run followed by a ``Dispatcher``: ``for item in run``, then ``outcome``."""
+
+    def __init__(self, dispatcher: Dispatcher[T], run_id: str, cursor: int = 0,
+                 created: bool | None = None) -> None:
+        self.dispatcher = dispatcher
+        self.run_id = run_id
+        #: True when this dispatcher's request created the run (None: not known, e.g. follow).
+        self.created = created
+        self._follow = dispatcher.follow_state(run_id, cursor)
+
+    @property
+    def cursor(self) -> int:
+        """The last sequence delivered (re-attaches send it as ``Last-Event-ID``)."""
+        return self._follow.cursor
+
+    @property
+    def outcome(self) -> RunOutcome | None:
+        """How the run settled, once it did."""
+        return self._follow.outcome
+
+    @property
+    def connections(self) -> int:
+        """Connections opened to the run's stream so far."""
+        return self._follow.connections
+
+    def __iter__(self) -> Iterator[T]:
+        return self._iterate()
+
+    def _iterate(self) -> Iterator[T]:
+        d, f = self.dispatcher, self._follow
+        url = d.url(self.run_id, "sse")
+        while f.outcome is None:
+            if f.delay:
+                time.sleep(f.delay)
+                f.delay = 0.0
+            if f.need_status:
+                self._recover()
+                continue
+            try:
+                with d.client.stream("GET", url, headers={**d.headers, **f.begin()},
+                                           timeout=d.timeout) as response:
+                    if response.status_code != 200:
+                        raise error_for(response.status_code, response.read(), self.run_id)
+                    for data in response.iter_bytes():
+                        for chunk in f.feed(data):
+                            yield d.item(chunk)
+                        if f.outcome is not None or f.need_status:
+                            break
+                    else:
+                        for chunk in f.end_of_body():
+                            yield d.item(chunk)
+            except (httpx.TransportError, StreamwireError) as exc:
+                if isinstance(exc, StreamwireError) and not exc.retryable:
+                    raise
+                f.failed(exc, now())
+
+    def _recover(self) -> None:
+        f = self._follow
+        try:
+            body = self.dispatcher.status(self.run_id)
+        except (httpx.TransportError, StreamwireError) as exc:
+            if isinstance(exc, StreamwireError) and not exc.retryable:
+                raise
+            f.status_unavailable(exc, now())
+            return
+        f.status_answer(body, now())
+
+    def result(self) -> RunOutcome:
+        """Follow to the end (discarding the items); the outcome."""
+        for _ in self:
+            pass
+        assert self.outcome is not None
+        return self.outcome
+
+    def stop(self) -> dict[str, Any]:
+        """Stop the run (``POST /runs/{id}/stop``); its status once settled."""
+        return self.dispatcher.stop(self.run_id)
+
+
+class Dispatcher(DispatcherBase[T]):
+    """Start, follow, stop and recover runs over an ``httpx.Client`` (not closed by it).
+
+    Args:
+        client: the httpx client; ``base_url``: the server (``http://host:port``).
+        decode: turns each chunk into the item yielded (``ChunkCodec(Chat).decode``).
+        headers: extra request headers (``Authorization: Bearer ...``).
+        retry: re-attach and request retry policy (``RetryPolicy``).
+        recover_timeout: seconds to keep asking ``/status`` while a broken run says running.
+        poll_interval: seconds between those questions.
+    """
+
+    @overload
+    def __init__(self: Dispatcher[ChunkFrame], client: httpx.Client,
+                 base_url: str | httpx.URL = "", *, decode: None = None,
+                 headers: dict[str, str] | None = None, retry: RetryPolicy | None = None,
+                 recover_timeout: float = DEFAULT_RECOVER_TIMEOUT, poll_interval: float = 0.25,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None: ...
+    @overload
+    def __init__(self, client: httpx.Client, base_url: str | httpx.URL = "", *,
+                 decode: Callable[[ChunkFrame], T], headers: dict[str, str] | None = None,
+                 retry: RetryPolicy | None = None,
+                 recover_timeout: float = DEFAULT_RECOVER_TIMEOUT, poll_interval: float = 0.25,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None: ...
+    def __init__(self, client: httpx.Client, base_url: str | httpx.URL = "", *,
+                 decode: Callable[[ChunkFrame], T] | None = None,
+                 headers: dict[str, str] | None = None, retry: RetryPolicy | None = None,
+                 recover_timeout: float = DEFAULT_RECOVER_TIMEOUT, poll_interval: float = 0.25,
+                 idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+                 connect_timeout: float = DEFAULT_CONNECT_TIMEOUT) -> None:
+        super().__init__(base_url, decode, headers=headers, retry=retry,
+                         recover_timeout=recover_timeout, poll_interval=poll_interval,
+                         idle_timeout=idle_timeout, connect_timeout=connect_timeout)
+        self.client = client
+
+    def start(self, agent: str, input: Any = None, *, run_id: str | None = None
+                    ) -> Run[T]:
+        """Start ``agent`` with ``input`` exactly once (as run ``run_id``, minted if None)."""
+        run_id, body = self.start_body(agent, input, run_id)
+        answer = self._entry("start", self.url(None), body, run_id)
+        return Run(self, run_id, 0, answer.get("created"))
+
+    def resume(self, run_id: str, input: Any = None, *, resume_id: str | None = None,
+                     cursor: int = 0) -> Run[T]:
+        """Resume paused run ``run_id`` exactly once; follow it from ``cursor``."""
+        answer = self._entry("resume", self.url(run_id, "resume"),
+                                   self.resume_body(input, resume_id), run_id)
+        return Run(self, run_id, cursor, answer.get("created"))
+
+    def follow(self, run_id: str, *, cursor: int = 0) -> Run[T]:
+        """Follow a run started elsewhere, from ``cursor``."""
+        return Run(self, run_id, cursor)
+
+    def status(self, run_id: str) -> dict[str, Any]:
+        """``GET /runs/{id}/status`` (``RunNotFoundError`` for an unknown run)."""
+        response = self.client.get(self.url(run_id, "status"), headers=self.headers,
+                                         timeout=self.timeout)
+        if response.status_code != 200:
+            raise error_for(response.status_code, response.content, run_id)
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    def stop(self, run_id: str) -> dict[str, Any]:
+        """``POST /runs/{id}/stop`` (idempotent, so retried on a lost answer); the status."""
+        follow = self.follow_state(run_id, 0)
+        while True:
+            try:
+                response = self.client.post(self.url(run_id, "stop"), headers=self.headers,
+                                                  timeout=self.timeout)
+                if response.status_code == 200:
+                    answer: dict[str, Any] = response.json()
+                    return answer
+                raise error_for(response.status_code, response.content, run_id)
+            except (httpx.TransportError, StreamwireError) as exc:
+                if isinstance(exc, StreamwireError) and not exc.retryable:
+                    raise
+                time.sleep(follow.backoff.next_delay(retryable_error(exc), now(), None, 0))
+
+    def _entry(self, kind: str, url: str, body: dict[str, Any], run_id: str
+                     ) -> dict[str, Any]:
+        follow = self.follow_state(run_id, 0)
+        while True:
+            try:
+                response = self.client.post(url, json=body, headers=self.headers,
+                                                  timeout=self.timeout)
+                if response.status_code in (200, 201):
+                    answer: dict[str, Any] = response.json()
+                    return {**answer, "created": answer.get("resumed", response.status_code == 201)}
+                raise error_for(response.status_code, response.content,
+                                "start" if kind == "start" else run_id)
+            except (httpx.TransportError, StreamwireError) as exc:
+                if isinstance(exc, StreamwireError) and not exc.retryable:
+                    raise
+                lost = exc
+            # The answer is lost: ask /status for the id we chose before sending again.
+            status = self._status_after_loss(run_id, follow)
+            if self.settled_entry(kind, status):
+                assert status is not None
+                return {**status, "created": None}
+            time.sleep(follow.backoff.next_delay(retryable_error(lost), now(), None, 0))
+
+    def _status_after_loss(self, run_id: str, follow: Follow) -> dict[str, Any] | None:
+        while True:
+            try:
+                response = self.client.get(self.url(run_id, "status"),
+                                                  headers=self.headers, timeout=self.timeout)
+                if response.status_code == 404:
+                    return None
+                if response.status_code == 200:
+                    answer: dict[str, Any] = response.json()
+                    return answer
+                raise error_for(response.status_code, response.content, run_id)
+            except (httpx.TransportError, StreamwireError) as exc:
+                if isinstance(exc, StreamwireError) and not exc.retryable:
+                    raise
+                time.sleep(follow.backoff.next_delay(retryable_error(exc), now(), None, 0))
