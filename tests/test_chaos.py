@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,12 +161,15 @@ class ServerProcess:
     def start(self) -> None:
         cmd = [sys.executable, "-m", "streamwire.cli", "serve", "--log", f"sqlite:{self.db}",
                "--port", str(self.port), "--token", TOKEN]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # stderr to a file, not a pipe nobody reads: the server logs a line per connection (and
+        # per failed send to a cut socket), and a full pipe would block it mid-test
+        self.err = tempfile.TemporaryFile()  # noqa: SIM115 (closed in kill())
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.err)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise RuntimeError(f"streamwire serve exited: {err}")
+                self.err.seek(0)
+                raise RuntimeError(f"streamwire serve exited: {self.err.read().decode()}")
             try:
                 httpx.get(f"{self.url}/openapi.json", timeout=1)
                 return
@@ -177,8 +181,7 @@ class ServerProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)  # a crash: no drain, no terminal frame
         self.proc.wait(10)
-        if self.proc.stderr:
-            self.proc.stderr.close()
+        self.err.close()
 
 
 @pytest.fixture
