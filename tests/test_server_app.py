@@ -45,3 +45,26 @@ def test_anonymous_writes_when_asked_for() -> None:
         assert client.put("/streams/b").status_code == 200
         assert client.post("/streams/b/chunks", json=[{"step": 0, "chunk": 1}]).json() == {
             "sequences": [1]}
+
+
+def test_swagger_ui_is_served_at_docs() -> None:
+    with ServerThread(create_app(MemoryLog(), token="t")) as server, \
+            httpx.Client(base_url=server.url) as client:
+        page = client.get("/docs")
+        assert page.status_code == 200
+        assert page.headers["content-type"].startswith("text/html")
+        assert '"/openapi.json"' in page.text
+        assert client.get("/openapi.json").json()["paths"]["/docs"]["get"]
+
+
+def test_a_wrong_method_is_405_with_allow_and_an_unknown_path_404() -> None:
+    with ServerThread(create_app(MemoryLog(), token="t")) as server, \
+            httpx.Client(base_url=server.url) as client:
+        wrong = client.delete("/streams/a/chunks")
+        assert wrong.status_code == 405
+        assert wrong.headers["allow"] == "POST"
+        assert wrong.json() == {"status": 405, "error": "DELETE /streams/a/chunks: this route "
+                                "allows POST (the API: GET /openapi.json)"}
+        unknown = client.get("/streams/a/b/c")
+        assert unknown.status_code == 404
+        assert "no such route" in unknown.json()["error"]

@@ -12,9 +12,12 @@
     POST /streams/{id}/reset        start a new run
     POST /streams/{id}/reactivate   make a finished stream active again
     GET  /openapi.json              the OpenAPI document of the above
+    GET  /docs                      the document in Swagger UI (assets from a CDN)
 
-Mount it in FastAPI with ``app.mount("/", create_app(log, token=...))``; a mounted app gets no lifespan
-events, so call ``await stream_app.drain()`` from the host app's own lifespan shutdown.
+Mount it in FastAPI with ``app.mount("/", create_app(log, token=...))`` (after the host's own
+routes); ``stream_app.include_openapi(app)`` adds the stream routes to the host's
+``/openapi.json`` and ``/docs``. A wrong method on a route is 405 with ``Allow``, an unknown path
+404, both as JSON errors.
 
 Errors are JSON ``{"error": "<what is wrong>", "status": N}``: 400 for bad JSON, a bad cursor or
 stream id; 422 for a body of the wrong shape; 404 for an unknown stream; 409 when the stream's status
@@ -34,11 +37,12 @@ with 401, 403 or 404; its ``detail`` and ``headers`` (``WWW-Authenticate``, say)
 
 Shutdown: ``StreamApp.drain()`` (run on lifespan shutdown) stops taking SSE connections and ends every
 open one with ``fail{recoverable: true, errorDetail.code: SERVER_SHUTDOWN}``, so readers re-attach
-elsewhere. uvicorn and granian only send lifespan shutdown after every connection closed, so on
-lifespan startup the app chains itself in front of their SIGINT / SIGTERM handlers
-(``drain_on_signal``). Without lifespan (mounted, or ``--lifespan off``) run it with
-``uvicorn_server(app, ...)``, whose ``handle_exit`` drains first, or call ``drain()`` yourself. A
-connection the server cancels (uvicorn's ``timeout_graceful_shutdown``) still writes the frame.
+elsewhere. uvicorn and granian only send lifespan shutdown after every connection closed, so the
+app chains itself in front of their SIGINT / SIGTERM handlers (``drain_on_signal``): on lifespan
+startup, and, mounted (no lifespan of its own), when its first SSE connection opens. Off the main
+thread or off asyncio nothing can be chained: run it with ``uvicorn_server(app, ...)``, whose
+``handle_exit`` drains first, or call ``drain()`` yourself. A connection the server cancels
+(uvicorn's ``timeout_graceful_shutdown``) still writes the frame.
 """
 
 from __future__ import annotations

@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import hmac
 import inspect
 import logging
 import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Final, Literal, TypeAlias, final
+from typing import Any, Final, final
 
 import anyio
 import msgspec
@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..errors import UsageError
 from ..log import StreamLog
 from ..runs import Agent, Runs
+from ._auth import Access, Authorize, bearer_token, write_protection
 from ._http import (
     Refusal,
     WriteAPI,
@@ -33,7 +33,7 @@ from ._http import (
     refusal_for,
     send_error,
 )
-from ._openapi import openapi_document
+from ._openapi import docs_page, include_openapi, openapi_document, routing_error
 from ._running import DrainingServer, uvicorn_server
 from ._runs import runs_openapi_paths, runs_routes
 from ._signals import chain_exit_signals
@@ -87,11 +87,6 @@ DEFAULT_MAX_STREAM_ID_LENGTH: Final = 256
 #: Seconds ``drain()`` waits for open connections to write their ``fail`` frame and close.
 DEFAULT_SHUTDOWN_GRACE_PERIOD: Final = 5.0
 
-#: What a request does to a stream: ``read`` (info, sse) or ``write`` (every other route).
-Access: TypeAlias = Literal["read", "write"]
-#: The authorization hook: allow by returning, refuse by raising ``HTTPException(401|403|404)``.
-Authorize: TypeAlias = Callable[[Request, str, Access], "Awaitable[None] | None"]
-
 _MAX_CURSOR_DIGITS: Final = 18
 
 
@@ -115,45 +110,6 @@ class _SSERoute:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await self.app.serve_sse(scope, receive, send, scope["path_params"]["stream_id"])
-
-
-def bearer_token(token: str, *, protect_reads: bool = False) -> Authorize:
-    """An ``authorize`` hook that requires ``Authorization: Bearer <token>`` for writes (and for
-    reads when ``protect_reads``); a missing token is 401, a wrong one 403."""
-    expected = token.encode()
-
-    def authorize(request: Request, stream_id: str, access: Access) -> None:
-        if access == "read" and not protect_reads:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not given:
-            raise HTTPException(401, "a bearer token is required",
-                                {"WWW-Authenticate": 'Bearer realm="streamwire"'})
-        if not hmac.compare_digest(given.strip().encode(), expected):
-            raise HTTPException(403, "the bearer token is not valid")
-
-    return authorize
-
-
-def _write_protection(authorize: Authorize | None, token: str | None,
-                      allow_anonymous_writes: bool) -> Authorize | None:
-    """The hook writes go through: exactly one explicit choice, never open by omission."""
-    chosen = [name for name, given in (("authorize", authorize is not None),
-                                       ("token", token is not None),
-                                       ("allow_anonymous_writes", allow_anonymous_writes)) if given]
-    if not chosen:
-        raise UsageError(
-            "create_app() needs a choice about who may write (create, append, end, fail, reset): "
-            "pass authorize=<hook>, token=<bearer token>, or allow_anonymous_writes=True")
-    if len(chosen) > 1:
-        raise UsageError(f"create_app(): pass only one of {', '.join(chosen)} "
-                         "(for a token and a hook, check the token inside the hook: bearer_token())")
-    if token is not None:
-        if not token:
-            raise UsageError("create_app(token=...) must not be empty")
-        return bearer_token(token)
-    return authorize
 
 
 class StreamApp(Starlette):
@@ -187,7 +143,8 @@ class StreamApp(Starlette):
             raise ValueError("send_timeout must be a finite number of seconds > 0")
         self.log = log
         self._drain_on_signal = drain_on_signal
-        self._authorize = _write_protection(authorize, token, allow_anonymous_writes)
+        self._signals_loop: object = None  # the event loop whose exit signals drain this app
+        self._authorize = write_protection(authorize, token, allow_anonymous_writes)
         self._heartbeat = heartbeat_interval
         self._max_connections = max_connections
         self._max_per_stream = max_connections_per_stream
@@ -222,6 +179,7 @@ class StreamApp(Starlette):
             Route("/streams/{stream_id}/reactivate", w(api.reactivate, "write"),
                   methods=["POST"]),
             Route("/openapi.json", self._openapi_route, methods=["GET"]),
+            Route("/docs", self._docs_route, methods=["GET"]),
         ]
         if self.runs is not None:
             routes += runs_routes(self.runs, check_access=self._check_access,
@@ -234,20 +192,36 @@ class StreamApp(Starlette):
                 allow_methods=["GET", "PUT", "POST"],
                 allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
                 max_age=600))
-        super().__init__(routes=routes, middleware=middleware, lifespan=self._lifespan)
+        super().__init__(routes=routes, middleware=middleware, lifespan=self._lifespan,
+                         exception_handlers={HTTPException: routing_error})
 
     # ---- lifecycle -----------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncGenerator[None]:
-        undo = chain_exit_signals(self.begin_shutdown) if self._drain_on_signal else None
+        undo = self._chain_signals() if self._drain_on_signal else None
         try:
             async with self.runs or contextlib.nullcontext():  # agents end with their terminal
                 yield
         finally:
             if undo is not None:
                 undo()
+                self._signals_loop = None
             await self.drain()
+
+    def _chain_signals(self) -> Callable[[], None] | None:
+        """Chain ``begin_shutdown`` in front of the server's SIGINT / SIGTERM handlers, once per
+        event loop. Runs on lifespan startup and, for a mounted app (which gets no lifespan), when
+        its first SSE connection opens: a server only waits on open streams, so chaining when the
+        first one opens is in time. Returns the undo, or None when this loop is already chained."""
+        try:
+            loop: object = asyncio.get_running_loop()
+        except RuntimeError:  # trio: nothing to chain onto
+            return None
+        if loop is self._signals_loop:
+            return None
+        self._signals_loop = loop
+        return chain_exit_signals(self.begin_shutdown)
 
     def begin_shutdown(self) -> None:
         """Refuse new SSE connections and stop every open one (each writes its recoverable
@@ -326,6 +300,8 @@ class StreamApp(Starlette):
         client = scope.get("client")
         conn = Connection(stream_id, cursor, f"{client[0]}:{client[1]}" if client else "-")
         conn.waiting = info.head == 0 and info.status == "active"
+        if self._drain_on_signal:
+            self._chain_signals()
         self._open(conn)
         try:
             await send({"type": "http.response.start", "status": 200,
@@ -403,6 +379,20 @@ class StreamApp(Starlette):
     async def _openapi_route(self, request: Request) -> Response:
         return Response(self._openapi, media_type="application/json")
 
+    async def _docs_route(self, request: Request) -> Response:
+        root: str = request.scope.get("root_path", "")
+        return Response(docs_page(f"{root}/openapi.json"), media_type="text/html")
+
+    def include_openapi(self, host: object, *, prefix: str | None = None) -> None:
+        """Add the stream routes to a FastAPI ``host``'s ``/openapi.json`` (and so its ``/docs``).
+        ``prefix`` is the mount path; by default it is looked up among the host's routes."""
+        include_openapi(host, self, self.openapi_document, prefix)
+
+    def openapi_document(self) -> dict[str, Any]:
+        """A copy of the OpenAPI document served at ``/openapi.json``."""
+        document: dict[str, Any] = msgspec.json.decode(self._openapi)
+        return document
+
     # ---- shared checks and error mapping -------------------------------------------------------
 
     def _check_id(self, stream_id: str) -> None:
@@ -458,9 +448,10 @@ def create_app(
         shutdown_grace_period: seconds ``drain()`` waits for connections to close.
         retry_after: the ``Retry-After`` seconds sent with 429 and 503.
         retry: an SSE ``retry:`` (milliseconds) sent first on every stream, for browser readers.
-        drain_on_signal: on lifespan startup, make SIGINT / SIGTERM drain the open streams before
-            the server's own graceful shutdown, which would otherwise wait for them (uvicorn,
-            granian). Off: call ``drain()`` yourself.
+        drain_on_signal: make SIGINT / SIGTERM drain the open streams before the server's own
+            graceful shutdown, which would otherwise wait for them (uvicorn, granian); chained
+            on lifespan startup, or when the first SSE connection opens (mounted, no lifespan).
+            Off: call ``drain()`` yourself.
         agents: serve the runs API (``streamwire.server._runs``) for these agents (by name, or
             callables under their ``__name__``), or a configured ``streamwire.runs.Runs`` over
             the same log; their records go to the log's backend.

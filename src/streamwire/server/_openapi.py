@@ -3,9 +3,22 @@ check every route it lists against the app's routes and answers)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
-__all__ = ["openapi_document"]
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount
+
+from ._http import Refusal
+
+__all__ = ["docs_page", "include_openapi", "merge_openapi", "openapi_document", "routing_error"]
+
+#: The prefix of streamwire's component names in a host's document (``streamwire.StreamInfo``).
+COMPONENT_PREFIX = "streamwire."
+#: Paths a host serves itself (FastAPI has its own ``/docs``).
+_HOST_OWNED = frozenset({"/docs"})
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -97,6 +110,10 @@ def openapi_document() -> dict[str, Any]:
                 "Start a new run: drop the chunks and the marker, status active.", None, info_ok),
             "/streams/{stream_id}/reactivate": _write(
                 "Make a finished stream active again.", None, info_ok),
+            "/docs": {"get": {
+                "summary": "This document in Swagger UI (its assets load from a CDN).",
+                "responses": {"200": {"description": "An HTML page.",
+                                      "content": {"text/html": {"schema": {"type": "string"}}}}}}},
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
@@ -154,3 +171,104 @@ def openapi_document() -> dict[str, Any]:
             },
         },
     }
+
+
+def docs_page(openapi_url: str) -> bytes:
+    """The ``GET /docs`` page: Swagger UI over ``openapi_url``. Its script and style come from a
+    CDN (jsDelivr), so the page needs the browser to reach it; the JSON itself is local."""
+    return f"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>streamwire stream server - API</title>
+<!-- Swagger UI's assets load from the jsDelivr CDN: without access to it, read {openapi_url} -->
+<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css">
+</head>
+<body>
+<noscript>Swagger UI needs JavaScript; the OpenAPI document is at
+<a href="{openapi_url}">{openapi_url}</a>.</noscript>
+<div id="swagger-ui">Loading Swagger UI from cdn.jsdelivr.net; the OpenAPI document itself is at
+<a href="{openapi_url}">{openapi_url}</a>.</div>
+<script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"></script>
+<script>
+SwaggerUIBundle({{url: "{openapi_url}", dom_id: "#swagger-ui"}});
+</script>
+</body>
+</html>
+""".encode()
+
+
+def merge_openapi(host: dict[str, Any], ours: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Add the paths of ``ours`` (under ``prefix``, the mount path) and its components to ``host``,
+    an OpenAPI document such as FastAPI's ``app.openapi()``; returns ``host``. Component and
+    security scheme names get the ``streamwire.`` prefix so they cannot clash with the host's."""
+    renamed = {name: COMPONENT_PREFIX + name
+               for kind in ours["components"].values() for name in kind}
+    paths = host.setdefault("paths", {})
+    for path, operations in ours["paths"].items():
+        if path not in _HOST_OWNED:
+            paths[prefix.rstrip("/") + path] = _renamed(operations, renamed)
+    components = host.setdefault("components", {})
+    for kind, entries in ours["components"].items():
+        target = components.setdefault(kind, {})
+        for name, value in entries.items():
+            target[renamed[name]] = _renamed(value, renamed)
+    return host
+
+
+def _renamed(node: Any, names: dict[str, str]) -> Any:
+    """``node`` with its ``$ref`` targets and security requirement names renamed."""
+    if isinstance(node, list):
+        return [_renamed(item, names) for item in node]  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():  # pyright: ignore[reportUnknownVariableType]
+        if key == "$ref" and isinstance(value, str):
+            base, _, name = value.rpartition("/")
+            out[key] = f"{base}/{names.get(name, name)}"
+        elif key == "security" and isinstance(value, list):
+            requirements = cast(list[dict[str, Any]], value)
+            out[key] = [{names.get(k, k): v for k, v in req.items()} for req in requirements]
+        else:
+            out[key] = _renamed(value, names)
+    return out
+
+
+def include_openapi(host: object, app: object, ours: Callable[[], dict[str, Any]],
+                    prefix: str | None) -> None:
+    """``StreamApp.include_openapi``: wrap FastAPI's ``host.openapi()`` (its documented way to
+    extend the document) so each document it builds gets the routes of ``ours()``."""
+    build = cast(Callable[[], dict[str, Any]], getattr(host, "openapi"))  # noqa: B009
+    merged: list[dict[str, Any]] = []
+
+    def openapi() -> dict[str, Any]:
+        document = build()
+        if not merged or merged[0] is not document:  # FastAPI rebuilds when its routes change
+            mount = prefix if prefix is not None else _mount_path(host, app)
+            merged[:] = [merge_openapi(document, ours(), mount)]
+        return document
+
+    setattr(host, "openapi", openapi)  # noqa: B010
+
+
+def _mount_path(host: object, app: object) -> str:
+    routes = cast(list[object], getattr(host, "routes", []))
+    for route in routes:
+        if isinstance(route, Mount) and route.app is app:
+            return route.path
+    return ""
+
+
+async def routing_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 / 405 as streamwire's JSON errors (a 405 keeps its ``Allow``)."""
+    assert isinstance(exc, HTTPException)
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 405:
+        allow = (exc.headers or {}).get("Allow", "")
+        message = f"{where}: this route allows {allow} (the API: GET /openapi.json)"
+    elif exc.status_code == 404:
+        message = f"{where}: no such route (the API: GET /openapi.json)"
+    else:
+        message = str(exc.detail)
+    return Refusal(exc.status_code, message, dict(exc.headers or {})).response()
