@@ -2,10 +2,14 @@
 with ``StreamWriter`` into ``create_sse_writable``; an httpx client reads them with
 ``StreamReader`` over ``create_sse_readable``. Covers every chat event, a client that disconnects
 mid-stream (the server's writer ends ``cancelled``), a server-side timeout (``done`` with reason
-``timeout``) and backpressure from a client that stops reading."""
+``timeout``), backpressure from a client that stops reading, and what a newcomer meets: error
+answers (404, 405, 422, an HTML page) as typed errors, payloads and end reasons of the wrong shape
+refused at write time, producer failures logged and named, heartbeats on a quiet stream."""
 
 from __future__ import annotations
 
+import inspect
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -16,10 +20,13 @@ import httpx
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
+from pydantic import BaseModel
 
 from helpers.chat_samples import CHAT_SAMPLES, MODEL
 from streamwire.chat import Chat, DonePayload
 from streamwire.client import create_sse_readable
+from streamwire.errors import PayloadError, ResponseStatusError, UsageError
 from streamwire.reader import StreamReader
 from streamwire.server import SSEResponse, create_sse_writable
 from streamwire.transport import DEFAULT_HIGH_WATER, SSE_HEADERS, AbortSignal, SSEWritable
@@ -112,6 +119,61 @@ async def flood() -> SSEResponse:
         await writer.end("complete", "", "")
 
     return stream("flood", produce)
+
+
+class Question(BaseModel):
+    text: str
+
+
+@app.post("/ask")
+async def ask(question: Question) -> SSEResponse:  # a body missing -> FastAPI answers 422
+    async def produce(writer: StreamWriter[Chat]) -> None:
+        await writer.end("complete", "", "")
+
+    return stream("ask", produce)
+
+
+@app.get("/page", response_class=HTMLResponse)
+async def page() -> str:
+    return "<html><body>" + "Welcome! " * 100 + "</body></html>"
+
+
+@app.get("/wrong-field")
+async def wrong_field() -> SSEResponse:
+    async def produce(writer: StreamWriter[Chat]) -> None:
+        durable_shape: Any = {"text": "Hello"}  # the durable chat's field, not the TRD's
+        await writer.event(Chat.chunk(durable_shape))
+        await writer.end("complete", "", "")
+
+    return stream("wrong-field", produce)
+
+
+@app.get("/wrong-reason")
+async def wrong_reason() -> SSEResponse:
+    async def produce(writer: StreamWriter[Chat]) -> None:
+        await writer.event(Chat.chunk({"chunk": "Hello"}))
+        durable_word: Any = "completed"
+        await writer.end(durable_word, "", "")
+
+    return stream("wrong-reason", produce)
+
+
+@app.get("/forgot-end")
+async def forgot_end() -> SSEResponse:
+    async def produce(writer: StreamWriter[Chat]) -> None:
+        await writer.event(Chat.chunk({"chunk": "Hello"}))
+
+    return stream("forgot-end", produce)
+
+
+@app.get("/quiet")
+async def quiet(heartbeat: float = 0.0) -> SSEResponse:
+    async def produce(writer: StreamWriter[Chat]) -> None:
+        await writer.event(Chat.progress({"chunk": "calling a slow tool"}))
+        await anyio.sleep(0.55)  # the tool takes its time; heartbeats keep proxies patient
+        await writer.end("complete", "", "")
+
+    return stream("quiet", produce, heartbeat=heartbeat or None)
 
 
 @pytest.fixture(scope="module")
@@ -257,3 +319,120 @@ async def test_a_client_that_stops_reading_does_not_grow_server_memory(base_url:
         await response.aclose()
     await wait_until(lambda: STATE.writers["flood"].closed)
     assert STATE.writers["flood"].end_reason == "cancelled"
+
+
+# -- what a newcomer meets --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path", "status", "body_start"), [
+    ("GET", "/no-such-route", 404, '{"detail":"Not Found"}'),
+    ("POST", "/stalled", 405, '{"detail":"Method Not Allowed"}'),
+    ("POST", "/ask", 422, '{"detail":[{"type":"missing"'),
+    ("GET", "/page", 200, "<html><body>Welcome! Welcome!"),
+], ids=["404", "405", "422", "html-page"])
+async def test_an_answer_that_is_not_an_event_stream_is_a_typed_error(
+        base_url: str, method: str, path: str, status: int, body_start: str) -> None:
+    got: list[object] = []
+    async with httpx.AsyncClient(base_url=base_url) as client, client.stream(
+            method, path) as response:
+        reader = StreamReader(create_sse_readable(response), Chat).on(Chat.done, got.append)
+        with pytest.raises(ResponseStatusError) as info:
+            await reader.consume()
+        assert response.is_closed  # the body was released
+    error = info.value
+    assert error.status_code == status
+    assert body_start in str(error)  # the start of the body says what went wrong
+    assert len(str(error)) < 500  # the start, not the whole page
+    if status == 200:
+        assert "this is not an event stream: expected text/event-stream, got 'text/html" in (
+            str(error))
+    else:
+        assert f"HTTP {status}: " in str(error)
+    assert got == []
+
+
+def test_the_sync_reader_refuses_an_error_answer_too(base_url: str) -> None:
+    with (httpx.Client(base_url=base_url) as client, client.stream("POST", "/ask") as response,
+          pytest.raises(ResponseStatusError, match=r"HTTP 422: .*missing")):
+        StreamReader(create_sse_readable(response), Chat).consume_sync()
+
+
+async def read_reply(base_url: str, path: str) -> list[tuple[str, object]]:
+    got: list[tuple[str, object]] = []
+    async with httpx.AsyncClient(base_url=base_url) as client, client.stream(
+            "GET", path) as response:
+        await (StreamReader(create_sse_readable(response), Chat)
+               .on(Chat.chunk, lambda d: got.append(("chunk", d)))
+               .on(Chat.done, lambda d: got.append(("done", d)))
+               .on(Chat.error, lambda d: got.append(("error", d["message"])))
+               .on_parse_error(lambda e, raw, err: got.append(("parse error", e)))
+               .consume())
+    return got
+
+
+def server_errors(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "streamwire.server"]
+
+
+async def test_a_payload_of_the_wrong_shape_fails_loudly_on_the_server(
+        base_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    got = await read_reply(base_url, "/wrong-field")
+    # Not a silent drop on the client: an error event saying what kind of failure it was...
+    assert got == [("error", "Stream aborted unexpectedly: the stream's producer failed")]
+    # ...and the server log has the cause, with the exception.
+    await wait_until(lambda: server_errors(caplog))
+    (record,) = server_errors(caplog)
+    assert "GET /wrong-field: the stream's producer raised PayloadError" in record.getMessage()
+    assert record.exc_info is not None
+    assert isinstance(record.exc_info[1], PayloadError)
+    assert "missing required field `chunk`" in str(record.exc_info[1])
+
+
+async def test_end_with_the_durable_word_names_the_valid_reasons(
+        base_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    got = await read_reply(base_url, "/wrong-reason")
+    assert got == [("chunk", {"chunk": "Hello"}),
+                   ("error", "Stream aborted unexpectedly: the stream's producer failed")]
+    await wait_until(lambda: server_errors(caplog))
+    (record,) = server_errors(caplog)
+    assert record.exc_info is not None
+    assert isinstance(record.exc_info[1], UsageError)
+    assert "complete, max_rounds, cancelled, context_limit, timeout" in str(record.exc_info[1])
+
+
+async def test_a_producer_that_returns_without_end_is_named_and_logged(
+        base_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    got = await read_reply(base_url, "/forgot-end")
+    assert got == [("chunk", {"chunk": "Hello"}),
+                   ("error", "Stream aborted unexpectedly: the stream's producer returned "
+                             "without ending it")]
+    await wait_until(lambda: server_errors(caplog))
+    (record,) = server_errors(caplog)
+    assert "GET /forgot-end: the stream's producer returned without ending the stream" in (
+        record.getMessage())
+
+
+async def raw_body(base_url: str, path: str) -> bytes:
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        response = await client.get(path)
+    return response.content
+
+
+async def test_a_quiet_stream_sends_heartbeat_comments(base_url: str) -> None:
+    body = await raw_body(base_url, "/quiet?heartbeat=0.1")
+    # 0.55 s of silence at one comment per 0.1 s quiet: about five, never fewer than three.
+    beats = body.count(b": heartbeat\n\n")
+    assert 3 <= beats <= 6, body
+    assert body.startswith(b"event: progress\n")
+    assert body.endswith(b'"reason":"complete"}\n\n')
+    # A reader does not see them.
+    assert await read_reply(base_url, "/quiet?heartbeat=0.1") == [
+        ("done", {"done": True, "messageId": "", "userMessageId": "", "reason": "complete"})]
+
+
+async def test_heartbeat_none_sends_none_and_the_default_is_15_seconds(base_url: str) -> None:
+    body = await raw_body(base_url, "/quiet")
+    assert [line for line in body.split(b"\n") if line.startswith(b":")] == []
+    assert body.endswith(b'"reason":"complete"}\n\n')
+    default = inspect.signature(SSEResponse).parameters["heartbeat"].default
+    assert default == 15.0  # like sse-starlette's ping

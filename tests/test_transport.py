@@ -28,6 +28,7 @@ from streamwire.transport import (
     SSE_HEADERS,
     AbortSignal,
     MemoryWritable,
+    ProducerFailure,
     SSEWritable,
 )
 from streamwire.writer import StreamWriter
@@ -193,20 +194,29 @@ class TestSSEWritable:
         with pytest.raises(UsageError, match="after end"):
             await ASGICall().run(create_sse_writable(produce))
 
-    async def test_producer_exception_sends_error_and_is_re_raised(self) -> None:
+    async def test_producer_exception_sends_error_and_is_re_raised(
+            self, caplog: pytest.LogCaptureFixture) -> None:
         async def produce(writable: SSEWritable, signal: AbortSignal) -> None:
             writer = StreamWriter(writable, Chat, signal=signal)
             await writer.event(Chat.chunk({"chunk": "partial"}))
-            raise RuntimeError("model crashed")
+            raise RuntimeError("model crashed: secret=hunter2")
 
         call = ASGICall()
         with pytest.raises(RuntimeError, match="model crashed"):
             await call.run(create_sse_writable(produce))
-        assert call.body.endswith(frame("error", '{"error":"Stream aborted unexpectedly",'
-                                                 '"message":"Stream aborted unexpectedly"}'))
+        failed = "Stream aborted unexpectedly: the stream's producer failed"
+        assert call.body.endswith(frame("error", f'{{"error":"{failed}","message":"{failed}"}}'))
+        assert b"hunter2" not in call.body  # the exception's text stays on the server
         assert call.completed
+        # The server says what happened, with the exception and its traceback.
+        (record,) = [r for r in caplog.records if r.name == "streamwire.server"]
+        assert record.levelname == "ERROR"
+        assert "GET /: the stream's producer raised RuntimeError" in record.getMessage()
+        assert record.exc_info is not None
+        assert str(record.exc_info[1]) == "model crashed: secret=hunter2"
 
-    async def test_producer_returning_without_terminal_sends_error(self) -> None:
+    async def test_producer_returning_without_terminal_sends_error(
+            self, caplog: pytest.LogCaptureFixture) -> None:
         async def produce(writable: SSEWritable, signal: AbortSignal) -> None:
             writer = StreamWriter(writable, Chat, signal=signal)
             await writer.event(Chat.chunk({"chunk": "forgot to end"}))
@@ -214,9 +224,21 @@ class TestSSEWritable:
         call = ASGICall()
         response = create_sse_writable(produce)
         await call.run(response)
-        assert b"event: error\n" in call.body
+        returned = "Stream aborted unexpectedly: the stream's producer returned without ending it"
+        assert call.body.endswith(frame("error",
+                                        f'{{"error":"{returned}","message":"{returned}"}}'))
         assert call.completed
-        assert response.signal.reason == "producer returned"
+        reason = response.signal.reason
+        assert isinstance(reason, ProducerFailure)
+        assert reason.exception is None
+        (record,) = [r for r in caplog.records if r.name == "streamwire.server"]
+        assert "returned without ending the stream" in record.getMessage()
+        assert "writer.end(...)" in record.getMessage()
+
+    async def test_a_producer_that_ends_its_stream_logs_nothing(
+            self, caplog: pytest.LogCaptureFixture) -> None:
+        await ASGICall().run(create_sse_writable(chat_reply))
+        assert [r for r in caplog.records if r.name == "streamwire.server"] == []
 
     async def test_timeout_ends_with_done_timeout_and_tracked_ids(self) -> None:
         writers: list[StreamWriter[Chat]] = []

@@ -11,7 +11,7 @@ from helpers.chat_samples import CHAT_SAMPLES, MODEL, SAMPLE_IDS, Billing, MyCha
 from streamwire.chat import Chat, StreamEndReason
 from streamwire.contract import Message
 from streamwire.errors import PayloadError, UsageError
-from streamwire.transport import AbortController, MemoryWritable
+from streamwire.transport import AbortController, MemoryWritable, ProducerFailure
 from streamwire.writer import ABORT_ERROR_MESSAGE, StreamWriter
 
 pytestmark = pytest.mark.anyio
@@ -101,6 +101,74 @@ class TestSerialisation:
             await writer.event(Chat.chunk(bad))
         assert out.frames == []
         assert not writer.closed
+
+
+
+# -- validation at write time (what the reader would drop never reaches the wire) ----------------
+
+
+class TestValidation:
+    async def test_a_payload_of_the_wrong_shape_is_refused_before_the_wire(self) -> None:
+        out = MemoryWritable()
+        writer = StreamWriter(out, Chat)
+        wrong: Any = {"text": "hi"}  # the durable chat's field name, not the TRD's ``chunk``
+        with pytest.raises(PayloadError) as info:
+            await writer.event(Chat.chunk(wrong))
+        message = str(info.value)
+        assert "Chat.chunk: the payload does not match" in message
+        assert "missing required field `chunk`" in message
+        assert "validate=False" in message  # says how to opt out
+        assert info.value.event == "chunk"
+        assert out.frames == []
+        assert not writer.closed
+
+    @pytest.mark.parametrize(("event", "payload"), [
+        (Chat.chunk, {"chunk": 1}),                                   # wrong type
+        (Chat.progress, {"done": True, "chunk": "x"}),                # two members of a union
+        (Chat.progress, {"steps": [{"id": "s", "label": "l", "status": "nope"}]}),  # a literal
+        (Chat.suggestions, {"suggestions": ["a"]}),                   # the old wrapped shape
+    ], ids=["type", "union", "literal", "wrapped-array"])
+    async def test_every_shape_the_reader_refuses_is_refused(self, event: Any,
+                                                             payload: Any) -> None:
+        with pytest.raises(PayloadError):  # the reader's rule...
+            event.decode(event(payload).encode())
+        out = MemoryWritable()
+        with pytest.raises(PayloadError):  # ...is the writer's
+            await StreamWriter(out, Chat).event(event(payload))
+        assert out.frames == []
+
+    async def test_done_with_the_durable_word_completed_is_refused(self) -> None:
+        out = MemoryWritable()
+        writer = StreamWriter(out, Chat)
+        done: Any = {"done": True, "messageId": "m", "userMessageId": "u", "reason": "completed"}
+        with pytest.raises(PayloadError, match=r"Chat\.done"):
+            await writer.event(Chat.done(done))
+        assert out.frames == []
+        assert not writer.closed  # nothing was written, so the stream can still end properly
+
+    async def test_validate_false_writes_the_payload_unchecked(self) -> None:
+        out = MemoryWritable()
+        wrong: Any = {"text": "hi"}
+        await StreamWriter(out, Chat, validate=False).event(Chat.chunk(wrong))
+        assert out.frames == [("chunk", '{"text":"hi"}')]
+
+    async def test_extra_keys_pass_like_the_reader_which_drops_them(self) -> None:
+        out = MemoryWritable()
+        extra: Any = {"chunk": "hi", "lang": "en"}
+        await StreamWriter(out, Chat).event(Chat.chunk(extra))
+        assert out.frames == [("chunk", '{"chunk":"hi","lang":"en"}')]
+
+    @pytest.mark.parametrize("reason", ["completed", "done", "", None, "COMPLETE"])
+    async def test_end_with_an_unknown_reason_names_the_valid_ones(self, reason: Any) -> None:
+        out = MemoryWritable()
+        writer = StreamWriter(out, Chat, validate=False)  # checked even without validation
+        with pytest.raises(UsageError) as info:
+            await writer.end(reason, "m", "u")
+        assert "complete, max_rounds, cancelled, context_limit, timeout" in str(info.value)
+        assert out.frames == []
+        assert not writer.closed
+        if reason == "completed":
+            assert "durable profile's word" in str(info.value)
 
 
 # -- terminal methods ---------------------------------------------------------------------------
@@ -235,6 +303,21 @@ class TestAbort:
         ac.abort(reason)
         assert out.frames == [("error", ERROR_JSON % (ABORT_ERROR_MESSAGE, ABORT_ERROR_MESSAGE))]
         assert writer.closed
+        assert writer.end_reason is None
+
+    @pytest.mark.parametrize(("exception", "says"), [
+        (RuntimeError("db password=hunter2"), "the stream's producer failed"),
+        (None, "the stream's producer returned without ending it"),
+    ], ids=["raised", "returned"])
+    async def test_a_producer_failure_says_which_without_its_text(
+            self, exception: BaseException | None, says: str) -> None:
+        out = MemoryWritable()
+        ac = AbortController()
+        writer = StreamWriter(out, Chat, signal=ac.signal)
+        ac.abort(ProducerFailure(exception))
+        text = f"{ABORT_ERROR_MESSAGE}: {says}"
+        assert out.frames == [("error", ERROR_JSON % (text, text))]
+        assert b"hunter2" not in out.body
         assert writer.end_reason is None
 
     async def test_abort_without_argument_sends_error(self) -> None:

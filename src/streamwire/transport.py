@@ -31,6 +31,7 @@ __all__ = [
     "AbortController",
     "AbortSignal",
     "MemoryWritable",
+    "ProducerFailure",
     "SSEMessage",
     "SSEReadable",
     "SSEWritable",
@@ -150,6 +151,23 @@ class AbortSignal:
         listeners, self._listeners = self._listeners, []
         for listener in listeners:
             listener()
+
+
+@final
+class ProducerFailure:
+    """The abort reason ``SSEResponse`` gives when its producer raised (``exception``) or returned
+    without a terminal frame (``exception`` is None). ``message`` says which, in words safe to send
+    to a client (never the exception's text); a ``StreamWriter`` puts it in its ``error`` frame."""
+
+    __slots__ = ("exception", "message")
+
+    def __init__(self, exception: BaseException | None) -> None:
+        self.exception = exception
+        self.message = ("the stream's producer failed" if exception is not None
+                        else "the stream's producer returned without ending it")
+
+    def __repr__(self) -> str:
+        return f"ProducerFailure({self.exception!r})"
 
 
 @final

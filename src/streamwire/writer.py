@@ -18,6 +18,13 @@ Behavioural contracts (the TRD's table):
   constructor. The frame is written synchronously (``SSEWritable.write`` never blocks).
 * Message-ID tracking: a ``message_start`` event's ``assistantMessageId`` / ``userMessageId`` are
   remembered, and an abort's ``done`` carries them ("" before any ``message_start``).
+* Validation: each payload is checked at write time with the reader's own rules (the event's
+  msgspec decoder), so a payload the reader would drop as a parse error (``{"text": ...}`` for
+  ``chunk``, a ``done`` reason outside ``StreamEndReason``) raises ``PayloadError`` in the producer
+  instead of vanishing on the client. ``validate=False`` skips it on hot paths whose payloads are
+  trusted. ``end`` always checks its reason (``UsageError`` naming the five valid values).
+* An abort by ``SSEResponse`` because its producer raised or returned without a terminal frame
+  carries a ``ProducerFailure``; the ``error`` frame then says which of the two happened.
 
 ``end`` and ``error`` exist only on writers whose contract is ``Chat`` or extends it: their ``self``
 is ``StreamWriter[Chat]`` and the writer is covariant in its contract (mypy reports ``[misc]``,
@@ -28,12 +35,12 @@ A writer of a contract without the chat terminals answers an abort by ending the
 
 from __future__ import annotations
 
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar, get_args
 
 from .chat import Chat, StreamEndReason, is_stream_end_reason
 from .contract import BoundEvent, Contract, Message
-from .errors import UsageError
-from .transport import AbortSignal, SSEWritable
+from .errors import PayloadError, UsageError
+from .transport import AbortSignal, ProducerFailure, SSEWritable
 
 __all__ = ["ABORT_ERROR_MESSAGE", "StreamWriter"]
 
@@ -47,6 +54,8 @@ ABORT_ERROR_MESSAGE: Final = "Stream aborted unexpectedly"
 _DONE: Final = Chat.done.name
 _ERROR: Final = Chat.error.name
 _MESSAGE_START: Final = Chat.message_start.name
+# In the TRD's order (the Literal's; a frozenset's order varies between runs).
+_VALID_REASONS: Final = ", ".join(get_args(StreamEndReason))
 
 
 class StreamWriter(Generic[C_co]):
@@ -56,6 +65,8 @@ class StreamWriter(Generic[C_co]):
         writable: the transport (``create_sse_writable``'s, ``MemoryWritable``, or your own).
         contract: the contract class; ``event`` refuses messages of events outside it.
         signal: aborting it ends the stream (``done`` with a valid reason, else ``error``).
+        validate: check each payload against its event's type before writing it (default); pass
+            False on a hot path whose payloads are already known to be valid.
     """
 
     __slots__ = (
@@ -67,12 +78,14 @@ class StreamWriter(Generic[C_co]):
         "_message_id",
         "_signal",
         "_user_message_id",
+        "_validate",
         "_writable",
     )
 
     def __init__(self, writable: SSEWritable, contract: type[C_co], *,
-                 signal: AbortSignal | None = None) -> None:
+                 signal: AbortSignal | None = None, validate: bool = True) -> None:
         self._writable = writable
+        self._validate = validate
         self._contract = contract
         self._events = contract.events()
         self._chat = issubclass(contract, Chat)
@@ -112,7 +125,7 @@ class StreamWriter(Generic[C_co]):
 
         A no-op once ``closed``. Raises ``UsageError`` if the event is not in the contract
         (only possible when the static check was bypassed), ``PayloadError`` if the payload
-        cannot be encoded.
+        cannot be encoded or (unless ``validate=False``) does not match the event's type.
         """
         if self._closed:
             return
@@ -121,7 +134,10 @@ class StreamWriter(Generic[C_co]):
         if self._events.get(name) is not bound:
             raise UsageError(f"event {name!r} of {bound.contract.__qualname__} is not an event "
                              f"of {self._contract.__qualname__}")
-        data = bound.encode(msg.data).decode()
+        raw = bound.encode(msg.data)
+        if self._validate:
+            _check(bound, raw)
+        data = raw.decode()
         if self._chat:
             if name == _MESSAGE_START:
                 self._message_id = msg.data["assistantMessageId"]
@@ -135,7 +151,13 @@ class StreamWriter(Generic[C_co]):
 
     async def end(self: StreamWriter[Chat], reason: StreamEndReason, message_id: str,
                   user_message_id: str) -> None:
-        """Write the terminal ``done`` event; a no-op once ``closed``."""
+        """Write the terminal ``done`` event; a no-op once ``closed``.
+
+        Raises ``UsageError`` if ``reason`` is not a ``StreamEndReason`` (checked even when
+        closed, and whatever ``validate`` says: a wrong word here is never a hot-path cost).
+        """
+        if not is_stream_end_reason(reason):  # statically checked; untyped callers get here too
+            raise _unknown_reason(reason)
         if self._closed:
             return
         self._done(reason, message_id, user_message_id)
@@ -180,5 +202,25 @@ class StreamWriter(Generic[C_co]):
             self._writable.end()
         elif is_stream_end_reason(reason):
             self._done(reason, self._message_id, self._user_message_id)
+        elif isinstance(reason, ProducerFailure):
+            self._fail(f"{ABORT_ERROR_MESSAGE}: {reason.message}")
         else:
             self._fail(ABORT_ERROR_MESSAGE)
+
+
+def _unknown_reason(reason: object) -> UsageError:
+    hint = (' ("completed" is the durable profile\'s word; the direct profile\'s is "complete")'
+            if reason == "completed" else "")
+    return UsageError(f"end({reason!r}): the reason must be one of {_VALID_REASONS}{hint}")
+
+
+def _check(bound: BoundEvent[Any, Any], raw: bytes) -> None:
+    """Refuse a payload the reader would drop: decode it with the reader's own rules."""
+    try:
+        bound.decode(raw)
+    except PayloadError as exc:
+        raise PayloadError(
+            f"{bound.contract.__qualname__}.{bound.attr}: the payload does not match the event's "
+            f"type, so a reader would drop it: {exc} (payload: {raw[:200]!r}; "
+            "StreamWriter(..., validate=False) skips this check)",
+            event=bound.name, raw=raw) from None

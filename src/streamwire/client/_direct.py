@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Generator, Iterable, Iterator
-from typing import Any, cast, final
+from typing import Any, Final, cast, final
 
 import anyio
 import httpx
 
 from ..errors import StreamDropError, UsageError
 from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE, SSEDecoder, SSEEvent
+from ._core import response_error
 
 __all__ = ["ByteSource", "create_sse_readable"]
 
@@ -63,6 +64,8 @@ class _BodyReadable:
             chunks = _aiter_sync(cast("Iterable[bytes]", source))
         try:
             with _drop_on_transport_error():
+                if response is not None and not _is_event_stream(response):
+                    await _refuse(response, chunks)
                 async for chunk in chunks:
                     for event in decoder.feed(chunk):
                         yield event
@@ -81,6 +84,8 @@ class _BodyReadable:
             response.iter_bytes())
         try:
             with _drop_on_transport_error():
+                if response is not None and not _is_event_stream(response):
+                    _refuse_sync(response, chunks)
                 for chunk in chunks:
                     yield from decoder.feed(chunk)
         finally:
@@ -89,6 +94,41 @@ class _BodyReadable:
                 close()
             if response is not None:
                 response.close()
+
+
+#: Bytes of an error answer read for its ``ResponseStatusError`` (which quotes their start).
+_ERROR_HEAD: Final = 4096
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    return response_error(response.status_code, response.headers.get("content-type", ""), None,
+                          b"") is None
+
+
+async def _refuse(response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:
+    """Raise the response's ``ResponseStatusError``, with the start of its body."""
+    head = bytearray()
+    async for chunk in chunks:
+        head += chunk
+        if len(head) >= _ERROR_HEAD:
+            break
+    _raise_for(response, bytes(head))
+
+
+def _refuse_sync(response: httpx.Response, chunks: Iterator[bytes]) -> None:
+    head = bytearray()
+    for chunk in chunks:
+        head += chunk
+        if len(head) >= _ERROR_HEAD:
+            break
+    _raise_for(response, bytes(head))
+
+
+def _raise_for(response: httpx.Response, head: bytes) -> None:
+    error = response_error(response.status_code, response.headers.get("content-type", ""),
+                           response.headers.get("retry-after"), head)
+    assert error is not None
+    raise error
 
 
 @contextlib.contextmanager
@@ -118,6 +158,10 @@ def create_sse_readable(
     iterable (async or not) of byte chunks. The result is both an ``SSEReadable`` and a
     ``SyncSSEReadable``, iterable once; a plain iterable may also be read with ``async for`` (it
     must not block: in-memory chunks), an async one only with ``async for``.
+
+    An httpx response must be an event stream: any other answer (a 404 or 422 JSON error, an HTML
+    page) raises ``ResponseStatusError`` when iteration starts, with the status and the start of
+    the body (``.status_code``); the rule is the resumable client's (``response_error``).
 
     Events are dispatched the WHATWG way: an event without its closing blank line at end of body
     is dropped. The body (the response, or the source iterator's ``aclose``/``close``) is released

@@ -10,10 +10,15 @@ happens as the response task hands bytes to the ASGI ``send``; ``send`` itself w
 server's socket buffer is full (uvicorn's flow control), so a slow client slows the producer down
 instead of growing memory. A producer that writes without draining is stopped at
 ``max_buffer_size`` with a ``UsageError``.
+
+Heartbeats: a ``: heartbeat`` comment goes out when nothing was sent for ``heartbeat`` seconds
+(15 by default, like sse-starlette's ping and ``create_app``), so proxies that cut quiet responses
+after 30-60 s keep the stream open while a model thinks; ``heartbeat=None`` turns them off.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Final, final
@@ -23,7 +28,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ..errors import UsageError
-from ..sse import encode_frame
+from ..sse import encode_comment, encode_frame
 from ..transport import (
     DEFAULT_HIGH_WATER,
     DEFAULT_MAX_BUFFER_SIZE,
@@ -31,8 +36,14 @@ from ..transport import (
     SSE_HEADERS,
     AbortController,
     AbortSignal,
+    ProducerFailure,
     SSEWritable,
 )
+from ._app import DEFAULT_HEARTBEAT_INTERVAL
+
+logger = logging.getLogger("streamwire.server")
+
+_HEARTBEAT: Final = encode_comment("heartbeat")
 
 __all__ = ["ASGIWritable", "Producer", "SSEResponse", "create_sse_writable"]
 
@@ -55,6 +66,7 @@ class ASGIWritable:
         "buffered",
         "disconnected",
         "ended",
+        "last_sent",
         "peak_buffered",
     )
 
@@ -66,6 +78,8 @@ class ASGIWritable:
         self.peak_buffered = 0
         self.ended = False
         self.disconnected = False
+        #: ``anyio.current_time()`` of the last bytes handed to the server (or of the start).
+        self.last_sent = anyio.current_time()
         # Created inside the response task (anyio needs a running event loop).
         self._data_ready = anyio.Event()
         self._drained = anyio.Event()
@@ -90,6 +104,13 @@ class ASGIWritable:
     def end(self) -> None:
         self.ended = True
         self._data_ready.set()
+
+    def _heartbeat(self) -> None:
+        # A comment, not a frame: readers ignore it, and it does not count against max_buffer.
+        if not (self.ended or self.disconnected or self._queue):
+            self._queue.append(_HEARTBEAT)
+            self.buffered += len(_HEARTBEAT)
+            self._data_ready.set()
 
     async def drain(self) -> None:
         while self.buffered > self._high_water and not self.disconnected:
@@ -121,6 +142,7 @@ class ASGIWritable:
                 queue.clear()
                 size = len(chunk)
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                self.last_sent = anyio.current_time()
                 self.buffered -= size
                 if self.buffered <= self._high_water:
                     self._drained.set()
@@ -151,9 +173,12 @@ class SSEResponse(Response):
     ``produce`` runs in the response's task. When the client disconnects, the signal aborts with
     ``"cancelled"`` and ``produce`` is cancelled; after ``timeout`` seconds (if the stream has not
     ended) it aborts with ``"timeout"`` and ``produce`` is cancelled. If ``produce`` raises, or
-    returns before a terminal frame, the signal aborts with the exception (or a note), the body
-    ends, and the exception is re-raised to the server. ``headers`` are added to ``SSE_HEADERS``.
-    See the module docstring for ``high_water`` and ``max_buffer_size``.
+    returns before a terminal frame, the cause is logged (logger ``streamwire.server``, with the
+    exception), the signal aborts with a ``ProducerFailure`` (a ``StreamWriter`` on it sends an
+    ``error`` frame saying which of the two happened, without the exception's text), the body ends,
+    and the exception is re-raised to the server. ``headers`` are added to ``SSE_HEADERS``.
+    ``heartbeat`` is the quiet time in seconds before a ``: heartbeat`` comment (None: none). See
+    the module docstring for ``high_water`` and ``max_buffer_size``.
 
     After the response finished, ``writable`` is the transport the producer wrote to (its
     ``buffered``, ``peak_buffered``, ``ended`` and ``disconnected`` attributes report what happened)
@@ -167,6 +192,7 @@ class SSEResponse(Response):
         produce: Producer,
         *,
         timeout: float | None = DEFAULT_TIMEOUT,
+        heartbeat: float | None = DEFAULT_HEARTBEAT_INTERVAL,
         high_water: int = DEFAULT_HIGH_WATER,
         max_buffer_size: int = DEFAULT_MAX_BUFFER_SIZE,
         status_code: int = 200,
@@ -176,8 +202,12 @@ class SSEResponse(Response):
             raise ValueError("need 0 <= high_water <= max_buffer_size")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive or None, got {timeout!r}")
+        if heartbeat is not None and not heartbeat > 0:
+            raise ValueError(f"heartbeat must be > 0 seconds, or None to turn it off; "
+                             f"got {heartbeat!r}")
         self._produce = produce
         self._timeout = timeout
+        self._heartbeat = heartbeat
         self._high_water = high_water
         self._max_buffer = max_buffer_size
         self._controller = AbortController()
@@ -209,14 +239,17 @@ class SSEResponse(Response):
                 tg.start_soon(self._watch_disconnect, receive, writable, producer_scope)
                 if self._timeout is not None:
                     tg.start_soon(self._deadline, self._timeout, writable, producer_scope)
+                if self._heartbeat is not None:
+                    tg.start_soon(_heartbeats, self._heartbeat, writable)
                 try:
                     await self._produce(writable, controller.signal)
                 except Exception as exc:
                     failure = exc
             if not writable.disconnected and not writable.ended:
-                # The producer raised, or returned without a terminal frame: a writer on the
-                # signal answers error("Stream aborted unexpectedly"); then the body ends.
-                controller.abort(failure if failure is not None else "producer returned")
+                # The producer raised, or returned without a terminal frame: say so in the log,
+                # and a writer on the signal tells the client which (not the exception's text).
+                _log_failure(scope, failure)
+                controller.abort(ProducerFailure(failure))
             writable.end()
             await writable._flushed.wait()  # pyright: ignore[reportPrivateUsage]
             tg.cancel_scope.cancel()
@@ -241,6 +274,28 @@ class SSEResponse(Response):
         if not writable.ended:
             self._controller.abort("timeout")
             producer.cancel()
+
+
+async def _heartbeats(seconds: float, writable: ASGIWritable) -> None:
+    """A comment whenever nothing was sent for ``seconds``, until the body ends."""
+    while not (writable.ended or writable.disconnected):
+        quiet = anyio.current_time() - writable.last_sent
+        if quiet >= seconds:
+            writable._heartbeat()  # pyright: ignore[reportPrivateUsage]
+            quiet = 0.0
+        await anyio.sleep(seconds - quiet)
+
+
+def _log_failure(scope: Scope, failure: Exception | None) -> None:
+    where = f"{scope.get('method', '')} {scope.get('path', '')}".strip() or "an SSEResponse"
+    if failure is not None:
+        logger.error("%s: the stream's producer raised %s; the client gets an error event "
+                     "(\"the stream's producer failed\")", where, type(failure).__name__,
+                     exc_info=failure)
+    else:
+        logger.error("%s: the stream's producer returned without ending the stream; the client "
+                     "gets an error event. End it with writer.end(...) or writer.error(...) (or "
+                     "writable.end()) before returning", where)
 
 
 #: The TRD's factory name: ``create_sse_writable(produce, ...)`` is ``SSEResponse(produce, ...)``.
