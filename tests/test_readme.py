@@ -16,22 +16,19 @@ shell commands that are cheap to run (``--help`` of each one named) are checked 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
 import shlex
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
+
+from helpers.chaos_proxy import ServerThread
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -91,27 +88,11 @@ def token(monkeypatch: pytest.MonkeyPatch) -> str:
     return value
 
 
-@contextlib.contextmanager
-def serve(block: Block) -> Iterator[str]:
-    """A server block, imported as written and served by uvicorn on 127.0.0.1: its base URL."""
+def serve(block: Block) -> ServerThread:
+    """A server block, imported as written, to serve with real uvicorn on 127.0.0.1."""
     namespace: dict[str, Any] = {"__name__": "readme_server"}
     exec(compile(block.source, f"{README}:{block.line}", "exec"), namespace)
-    config = uvicorn.Config(namespace["app"], host="127.0.0.1", port=0, log_level="warning",
-                            ws="none")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive(), "uvicorn stopped while starting"
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(20)
+    return ServerThread(namespace["app"])
 
 
 @pytest.mark.parametrize("block", CLIENTS, ids=[f"line{b.line}" for b in CLIENTS])
@@ -123,8 +104,8 @@ def test_readme_client_runs_against_its_server(block: Block, tmp_path: Path,
     script = tmp_path / "client.py"
     script.write_text(block.source)
     assert block.server is not None
-    with serve(block.server) as url:
-        done = _run([sys.executable, str(script)], url, token, tmp_path)
+    with serve(block.server) as server:
+        done = _run([sys.executable, str(script)], server.url, token, tmp_path)
     assert done.returncode == 0, done.stderr
     assert block.prints.split() == done.stdout.split(), done.stdout
 
