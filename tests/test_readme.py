@@ -10,7 +10,9 @@ Each ```python block is preceded by a marker that says how it runs:
   ``$STREAMWIRE_URL`` pointing at the server block before it; it must exit 0 and print ``WORDS``
   (whitespace-insensitive).
 
-A Python block without a marker fails ``test_every_python_block_is_tested``: add one. The ``streamwire``
+A block that another test runs says so: ``<!-- NAME: run by tests/FILE.py ... -->`` (that file must
+exist and look the block up by ``NAME``). A Python block without a marker fails
+``test_every_python_block_is_tested``: add one. The ``streamwire``
 shell commands that are cheap to run (``--help`` of each one named) are checked too.
 """
 
@@ -37,6 +39,7 @@ TEXT = README.read_text()
 _MARKED = re.compile(r"<!-- readme-test(?:: (server|client)(?:; prints: (.*?))?)? -->\n"
                      r"```python\n(.*?)```", re.S)
 _ANY_PYTHON = re.compile(r"^```python\n", re.M)
+_RUN_ELSEWHERE = re.compile(r"<!-- ([\w-]+): run by (tests/[\w/]+\.py)[^>]*-->\n```python\n", re.S)
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,12 @@ CLIENTS = [b for b in BLOCKS if b.kind == "client"]
 
 
 def test_every_python_block_is_tested() -> None:
-    unmarked = len(_ANY_PYTHON.findall(TEXT)) - len(BLOCKS)
+    elsewhere = _RUN_ELSEWHERE.findall(TEXT)
+    for name, test_file in elsewhere:
+        runner = ROOT / test_file
+        assert runner.is_file(), f"README says {test_file} runs its {name!r} block; it is missing"
+        assert name in runner.read_text(), f"{test_file} does not look up the {name!r} block"
+    unmarked = len(_ANY_PYTHON.findall(TEXT)) - len(BLOCKS) - len(elsewhere)
     assert unmarked == 0, (
         f"{unmarked} ```python block(s) of README.md have no <!-- readme-test ... --> marker on "
         "the line before: mark each one (see tests/test_readme.py) so that it runs in the tests")
