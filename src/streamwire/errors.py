@@ -14,6 +14,8 @@
     ├─ LogError                      a stream log (backend) failed; foreign errors are chained ``from``
     │  ├─ StreamNotFoundError        no stream with that id (status_hint 404)
     │  ├─ StreamStateError           the operation does not fit the stream's status (status_hint 409)
+    │  │  ├─ ProducerSequenceError   a producer's sequence skipped or reordered; .expected, .received
+    │  │  └─ ProducerEpochError      a producer's epoch is older than the stream has seen (403)
     │  └─ LogLimitError              a chunk or request over a configured limit (status_hint 413)
     ├─ ContractError                 a contract declaration is invalid (also a TypeError): duplicate
     │                                wire name, a type msgspec cannot decode; at class creation/resolve()
@@ -40,6 +42,8 @@ __all__ = [
     "LogLimitError",
     "MalformedFrameError",
     "PayloadError",
+    "ProducerEpochError",
+    "ProducerSequenceError",
     "ResponseStatusError",
     "RetriesExhaustedError",
     "RunConflictError",
@@ -165,6 +169,33 @@ class StreamStateError(LogError):
     """The operation does not fit the stream's current status (e.g. append after end)."""
 
     status_hint = 409
+
+
+class ProducerSequenceError(StreamStateError):
+    """An idempotent producer's sequence is not the next one: it skipped ahead (a lost or
+    reordered request), or it repeats a request older than the log remembers. Nothing was stored
+    by this call. ``expected`` is the sequence the log accepts next from ``producer_id`` (in its
+    current epoch), ``received`` the one sent."""
+
+    def __init__(self, message: str, *, producer_id: str, expected: int, received: int) -> None:
+        super().__init__(message)
+        self.producer_id = producer_id
+        self.expected = expected
+        self.received = received
+
+
+class ProducerEpochError(StreamStateError):
+    """An idempotent producer wrote with an epoch older than the newest the stream has seen from
+    that producer id: a newer instance of the producer took over, so this one is fenced off
+    (nothing stored). ``current`` is the stream's epoch for ``producer_id``."""
+
+    status_hint = 403
+
+    def __init__(self, message: str, *, producer_id: str, current: int, received: int) -> None:
+        super().__init__(message)
+        self.producer_id = producer_id
+        self.current = current
+        self.received = received
 
 
 class LogLimitError(LogError):

@@ -34,10 +34,32 @@ import msgspec
 
 from ..frames import EndStatus, RewoundFrame, StreamFrame
 
-__all__ = ["StreamInfo", "StreamLog", "StreamStatus"]
+__all__ = ["Producer", "StreamInfo", "StreamLog", "StreamStatus"]
 
 #: A stream's status: ``active`` while its writer runs, then one of the four final statuses.
 StreamStatus: TypeAlias = Literal["active", "completed", "paused", "interrupted", "failed"]
+
+
+@final
+class Producer(msgspec.Struct, frozen=True):
+    """An idempotent writer's identity on one call: ``id`` (a non-empty str of at most 256
+    characters), ``epoch`` and ``seq`` (ints in ``0..2**53 - 1``).
+
+    Each write call that passes ``producer=`` is one request of that producer: its ``seq`` is the
+    previous one's plus 1, starting at 0 for each new ``epoch``. The log checks it atomically with
+    the write: the next ``seq`` is applied and remembered; a repeat of one of the producer's last
+    ``MAX_PRODUCER_BATCHES`` (5) requests is answered with what the original got (the same
+    sequences; the content is not compared) and stores nothing; a ``seq`` further ahead, or a
+    repeat older than that, raises ``ProducerSequenceError``; an ``epoch`` older than the newest
+    the stream has seen from ``id`` raises ``ProducerEpochError`` (a newer instance took over). A
+    new ``epoch`` must start at ``seq`` 0. The state lives as long as the stream (also across
+    ``reset_stream``), and a repeat is recognised also after the stream finished, so a retried
+    ``end_stream`` is a no-op. Calls without ``producer=`` are not checked.
+    """
+
+    id: str
+    epoch: int
+    seq: int
 
 
 @final
@@ -72,8 +94,11 @@ class StreamLog(Protocol):
     """A store of sequenced streams. All methods raise ``StreamNotFoundError`` for an unknown id,
     ``StreamStateError`` when the stream's status forbids the call, ``LogLimitError`` past a
     configured limit and ``LogError`` when the backend fails (or is closed). Malformed arguments
-    (a negative step or cursor, a chunk that is not bytes, an end status that is not one) raise
-    ``UsageError``; a chunk that is not one JSON value raises ``PayloadError``.
+    (a negative step or cursor, one above ``2**53 - 1`` (JavaScript readers could not hold it
+    exactly), a chunk that is not bytes, an end status that is not one) raise ``UsageError``; a
+    chunk that is not one JSON value raises ``PayloadError``. The write calls take
+    ``producer=Producer(id, epoch, seq)`` to be idempotent (see ``Producer``); its errors are
+    ``ProducerSequenceError`` and ``ProducerEpochError`` (both ``StreamStateError``).
 
     ``streamwire.testing.StreamLogContract`` checks every rule; run it on your own backend."""
 
@@ -85,15 +110,19 @@ class StreamLog(Protocol):
         """Head, status, marker, floor and the persisted end or fail payload."""
         ...
 
-    async def append(self, stream_id: str, step: int, chunk: bytes) -> int:
+    async def append(self, stream_id: str, step: int, chunk: bytes, *,
+                     producer: Producer | None = None) -> int:
         """Append one chunk (its JSON text) produced at ``step``; return its sequence.
 
         The stream must be active (``StreamStateError`` otherwise); ``step`` is an int >= 0.
+        A repeated ``producer`` request returns the original sequence and stores nothing.
         """
         ...
 
-    async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]]) -> list[int]:
-        """Append ``(step, chunk_json)`` pairs atomically (all or none); return their sequences."""
+    async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]], *,
+                          producer: Producer | None = None) -> list[int]:
+        """Append ``(step, chunk_json)`` pairs atomically (all or none); return their sequences
+        (a repeated ``producer`` request: the original ones, nothing stored)."""
         ...
 
     async def end_stream(
@@ -104,8 +133,10 @@ class StreamLog(Protocol):
         output: Any = None,
         state: Any = None,
         usage: dict[str, Any] | None = None,
+        producer: Producer | None = None,
     ) -> None:
-        """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
+        """Persist the end status and payload; attached readers get ``EndFrame`` and stop.
+        A repeated ``producer`` request is a no-op (also once the stream finished)."""
         ...
 
     async def fail_stream(
@@ -115,8 +146,10 @@ class StreamLog(Protocol):
         *,
         error_detail: dict[str, Any] | None = None,
         recoverable: bool = False,
+        producer: Producer | None = None,
     ) -> None:
-        """Persist a failure; attached readers get ``FailFrame`` and stop."""
+        """Persist a failure; attached readers get ``FailFrame`` and stop. A repeated
+        ``producer`` request is a no-op (also once the stream finished)."""
         ...
 
     async def cleanup_to_step(self, stream_id: str, step: int) -> RewoundFrame:

@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_MAX_CHUNKS_PER_STREAM",
     "DEFAULT_MAX_CHUNK_SIZE",
     "FINISHED",
+    "MAX_SAFE_INTEGER",
     "behind_frame",
     "check_cursor",
     "check_end_status",
@@ -48,6 +49,10 @@ DEFAULT_MAX_CHUNK_SIZE: Final = 16 * 1024 * 1024
 #: reader that lost its connection re-attach and read the end; then the stream is forgotten.
 #: 0 keeps finished streams forever (every backend reads it so).
 DEFAULT_FINISHED_TTL: Final = 3600.0
+
+#: The largest integer a JavaScript reader holds exactly (``Number.MAX_SAFE_INTEGER``): steps,
+#: cursors and producer epochs and seqs above it are refused, on every backend alike.
+MAX_SAFE_INTEGER: Final = 2**53 - 1
 
 #: The statuses after which a reader gets its terminal frame.
 FINISHED: Final[frozenset[StreamStatus]] = frozenset({"completed", "paused", "interrupted", "failed"})
@@ -85,16 +90,16 @@ def check_seconds(name: str, value: object) -> None:
 
 
 def check_step(step: object) -> int:
-    """A step is an int >= 0 (bool refused)."""
-    if type(step) is not int or step < 0:
-        raise UsageError(f"step must be an int >= 0, not {step!r}")
+    """A step is an int in ``0..2**53 - 1`` (bool refused)."""
+    if type(step) is not int or not 0 <= step <= MAX_SAFE_INTEGER:
+        raise UsageError(f"step must be an int in 0..2**53 - 1, not {step!r}")
     return step
 
 
 def check_cursor(cursor: object, head: int) -> int:
     """A cursor is an int in ``0..head``; above head it names a chunk that does not exist."""
-    if type(cursor) is not int or cursor < 0:
-        raise UsageError(f"cursor must be an int >= 0, not {cursor!r}")
+    if type(cursor) is not int or not 0 <= cursor <= MAX_SAFE_INTEGER:
+        raise UsageError(f"cursor must be an int in 0..2**53 - 1, not {cursor!r}")
     if cursor > head:
         raise StreamStateError(
             f"cursor {cursor} is above the stream's head {head}: it names a chunk this stream "

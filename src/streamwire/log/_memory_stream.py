@@ -20,6 +20,7 @@ import msgspec
 from ..frames import ChunkFrame, RewoundFrame, TerminalFrame
 from . import StreamStatus
 from ._common import terminal_frame
+from ._producers import ProducerState
 
 __all__ = ["READ_BATCH", "Stream", "asyncio_loop"]
 
@@ -44,8 +45,9 @@ class Stream:
 
     __slots__ = (
         "deleted", "entries", "epoch", "expires_at", "head", "lost_above", "marker_base",
-        "markers", "max_chunks", "nbytes", "payload", "readers", "run_start", "start", "status",
-        "stream_id", "trim_at", "trimmed", "truncated_at_step", "version", "waiters", "wake")
+        "markers", "max_chunks", "nbytes", "payload", "producers", "readers", "run_start",
+        "start", "status", "stream_id", "trim_at", "trimmed", "truncated_at_step", "version",
+        "waiters", "wake")
 
     def __init__(self, stream_id: str, epoch: str, max_chunks: int) -> None:
         self.stream_id = stream_id
@@ -65,6 +67,7 @@ class Stream:
         self.markers: list[RewoundFrame] = []  # markers[i] is number marker_base + i + 1
         self.marker_base = 0
         self.payload: dict[str, Any] = {}
+        self.producers: dict[str, ProducerState] = {}  # idempotent writers, by producer id
         self.readers = 0
         self.waiters: list[asyncio.Future[None]] = []  # asyncio readers parked on the stream
         self.wake: anyio.Event | None = None  # readers on other event loops

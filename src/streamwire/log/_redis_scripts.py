@@ -11,6 +11,7 @@ from typing import Final, final
 from redis import exceptions as redis_errors
 
 from ..errors import LogError, StreamNotFoundError, StreamStateError
+from ._producers import MAX_PRODUCER_BATCHES, epoch_error, sequence_error
 
 __all__ = [
     "MAX_MARKERS",
@@ -54,6 +55,7 @@ def _lua(source: str) -> str:
     """``source`` with the ``@KIND@`` placeholders replaced by the message kinds' letters."""
     for kind in LiveKind:
         source = source.replace(f"@{kind.name}@", kind.value)
+    source = source.replace("@MAX_PRODUCER_BATCHES@", str(MAX_PRODUCER_BATCHES))
     return source.replace("@MAX_MARKERS@", str(MAX_MARKERS))
 
 # --------------------------------------------------------------------------------------------
@@ -61,12 +63,73 @@ def _lua(source: str) -> str:
 # are "SW<kind> <detail>" replies that map_reply() turns into typed errors. Lua prints integral
 # doubles below 1e14 as integers, far above any sequence.
 
-_APPEND: Final = """
+
+# The idempotent-producer rule of ``streamwire.log._producers`` (admit, record) in Lua, prepended
+# to the scripts that write. ARGV[p], ARGV[p + 1], ARGV[p + 2]: producer id ('' for none), epoch
+# and seq as decimal text. The state is the meta hash field p:<id> in the text form of
+# ProducerState ("<epoch> <last seq> <seq>:<first>:<count> ..."). Numbers are printed with %d:
+# Lua's own printing loses digits above 1e14.
+_PRODUCER: Final = """
+local function producer_admit(m, p)
+  local pid = ARGV[p]
+  if pid == '' then return 'none' end
+  local epoch, seq = tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2])
+  local raw = redis.call('HGET', m, 'p:' .. pid)
+  if raw then
+    local t = {}
+    for tok in string.gmatch(raw, '%S+') do t[#t + 1] = tok end
+    local cur, last = tonumber(t[1]), tonumber(t[2])
+    if epoch < cur then return nil, 'SWPEPOCH ' .. t[1] .. ' ' .. ARGV[p + 1] end
+    if epoch == cur then
+      local expected = string.format('%d', last + 1)
+      if seq == last + 1 then return 'new', raw end
+      if seq > last then return nil, 'SWPSEQ ' .. expected .. ' ' .. ARGV[p + 2] .. ' gap' end
+      for i = 3, #t do
+        local s, f, c = string.match(t[i], '^(%d+):(%d+):(%d+)$')
+        if tonumber(s) == seq then return 'dup', tonumber(f), tonumber(c) end
+      end
+      return nil, 'SWPSEQ ' .. expected .. ' ' .. ARGV[p + 2] .. ' old'
+    end
+  end
+  if seq ~= 0 then return nil, 'SWPSEQ 0 ' .. ARGV[p + 2] .. ' epoch' end
+  return 'new', false
+end
+
+local function producer_record(m, p, raw, first, count)
+  local pid = ARGV[p]
+  if pid == '' then return end
+  local recent = {}
+  if raw then
+    local t = {}
+    for tok in string.gmatch(raw, '%S+') do t[#t + 1] = tok end
+    if tonumber(t[1]) == tonumber(ARGV[p + 1]) then
+      for i = math.max(3, #t - @MAX_PRODUCER_BATCHES@ + 2), #t do recent[#recent + 1] = t[i] end
+    end
+  end
+  recent[#recent + 1] = ARGV[p + 2] .. ':' .. string.format('%d', first) .. ':'
+    .. string.format('%d', count)
+  redis.call('HSET', m, 'p:' .. pid, ARGV[p + 1] .. ' ' .. ARGV[p + 2] .. ' '
+    .. table.concat(recent, ' '))
+end
+"""
+
+# ARGV: channel, max chunks, max bytes, n, n x (step, chunk), producer (3). Returns the first
+# sequence, or {first, count} for a producer's repeated request.
+_APPEND: Final = _PRODUCER + """
 local m, xs = KEYS[1], KEYS[2]
 local st = redis.call('HGET', m, 'status')
 if not st then return redis.error_reply('SWNOTFOUND') end
-if st ~= 'active' then return redis.error_reply('SWSTATE ' .. st) end
 local n = tonumber(ARGV[4])
+local pa = 5 + 2 * n
+local verdict, pstate, pcount = producer_admit(m, pa)
+if not verdict then return redis.error_reply(pstate) end
+if verdict == 'dup' then return {pstate, pcount} end
+if st ~= 'active' then return redis.error_reply('SWSTATE ' .. st) end
+if n == 0 then
+  local nxt = tonumber(redis.call('HGET', m, 'head')) + 1
+  producer_record(m, pa, pstate, nxt, 0)
+  return nxt
+end
 local head = redis.call('HINCRBY', m, 'head', n)
 local first = head - n + 1
 local lens, parts, size = {}, {}, 0
@@ -106,6 +169,7 @@ end
 local ep, tf = redis.call('HGET', m, 'epoch'), redis.call('HGET', m, 'tfloor')
 redis.call('PUBLISH', ARGV[1], '@CHUNKS@' .. ep .. ' ' .. first .. ' ' .. table.concat(lens, ',') .. ' '
   .. tf .. '\\n' .. table.concat(parts))
+producer_record(m, pa, pstate, first, n)
 return first
 """
 
@@ -117,11 +181,14 @@ redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'head', 0, 'status', 'active', 'ru
 return 1
 """
 
-# ARGV: channel, status, terminal JSON, ttl ms, kind letter (LiveKind.END or FAIL).
-_FINISH: Final = """
+# ARGV: channel, status, terminal JSON, ttl ms, kind letter (LiveKind.END or FAIL), producer (3).
+_FINISH: Final = _PRODUCER + """
 local m, xs = KEYS[1], KEYS[2]
 local st = redis.call('HGET', m, 'status')
 if not st then return redis.error_reply('SWNOTFOUND') end
+local verdict, pstate = producer_admit(m, 6)
+if not verdict then return redis.error_reply(pstate) end
+if verdict == 'dup' then return 1 end
 if st ~= 'active' then return redis.error_reply('SWSTATE ' .. st) end
 redis.call('HSET', m, 'status', ARGV[2], 'term', ARGV[3])
 local ttl = tonumber(ARGV[4])
@@ -131,6 +198,7 @@ if ttl > 0 then
 end
 local ep, head = redis.call('HGET', m, 'epoch'), redis.call('HGET', m, 'head')
 redis.call('PUBLISH', ARGV[1], ARGV[5] .. ep .. ' ' .. head .. '\\n' .. ARGV[3])
+producer_record(m, 6, pstate, tonumber(head) + 1, 0)
 return 1
 """
 
@@ -263,9 +331,16 @@ SCRIPTS: Final = {name: _Script(_lua(src)) for name, src in (
 READ_ONLY: Final = frozenset({"page", "create"})
 
 
-def map_reply(exc: redis_errors.ResponseError, stream_id: str, what: str) -> LogError:
+def map_reply(exc: redis_errors.ResponseError, stream_id: str, what: str,
+              producer_id: str = "") -> LogError:
     """Turn a script's ``SW…`` error reply (or any other Redis error) into a typed error."""
     text = str(exc)
+    if text.startswith("SWPSEQ "):
+        _, expected, received, why = text.split()
+        return sequence_error(producer_id, int(expected), int(received), why)
+    if text.startswith("SWPEPOCH "):
+        _, current, received = text.split()
+        return epoch_error(producer_id, int(current), int(received))
     if text.startswith("SWNOTFOUND"):
         return StreamNotFoundError(stream_id)
     if text.startswith("SWSTATE"):

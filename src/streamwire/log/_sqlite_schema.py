@@ -36,6 +36,10 @@ CREATE TABLE IF NOT EXISTS markers (
     at_sequence INTEGER NOT NULL, min_sequence INTEGER,
     PRIMARY KEY (skey, idx)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS producers (
+    skey INTEGER NOT NULL, pid TEXT NOT NULL, state TEXT NOT NULL,
+    PRIMARY KEY (skey, pid)
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS streams_expiry ON streams (expires_at) WHERE expires_at IS NOT NULL;
 """
 

@@ -21,8 +21,9 @@ import msgspec
 
 from ..errors import StreamNotFoundError, StreamStateError
 from ..frames import ChunkFrame, RewoundFrame, TerminalFrame, TruncatedFrame
-from . import StreamInfo, StreamStatus
+from . import Producer, StreamInfo, StreamStatus
 from ._common import rewound_frame, terminal_frame
+from ._producers import ProducerState, admit, record
 from ._reader import ReaderState, Step, attach, next_frames
 from ._sqlite_schema import COLUMNS, Row
 
@@ -186,6 +187,7 @@ class Statements:
     def _drop(self, conn: sqlite3.Connection, key: int) -> None:
         conn.execute("DELETE FROM chunks WHERE skey = ?", (key,))
         conn.execute("DELETE FROM markers WHERE skey = ?", (key,))
+        conn.execute("DELETE FROM producers WHERE skey = ?", (key,))
         conn.execute("DELETE FROM streams WHERE key = ?", (key,))
 
     def row(self, conn: sqlite3.Connection, stream_id: str) -> Row:
@@ -233,9 +235,37 @@ class Statements:
             (stream_id, uuid.uuid4().hex[:16], self.pid, self.token))
         return self.info(conn, stream_id)
 
-    def append(self, conn: sqlite3.Connection, stream_id: str,
-               rows: Sequence[tuple[int, bytes]]) -> int:
-        """Append rows; return the sequence of the first."""
+    def _admit(self, conn: sqlite3.Connection, stream_id: str,
+               producer: Producer) -> tuple[tuple[int, int] | None, int, ProducerState | None]:
+        """The shared producer rule in this transaction: (the repeated call's result or None,
+        the stream key, the producer's state)."""
+        key = self.row(conn, stream_id).key
+        found = conn.execute("SELECT state FROM producers WHERE skey = ? AND pid = ?",
+                             (key, producer.id)).fetchone()
+        state = None if found is None else ProducerState.parse(found[0])
+        return admit(state, producer), key, state
+
+    def _record(self, conn: sqlite3.Connection, key: int, state: ProducerState | None,
+                producer: Producer, first: int, count: int) -> None:
+        conn.execute("INSERT OR REPLACE INTO producers VALUES (?, ?, ?)",
+                     (key, producer.id, record(state, producer, first, count).text()))
+
+    def append(self, conn: sqlite3.Connection, stream_id: str, rows: Sequence[tuple[int, bytes]],
+               producer: Producer | None = None) -> tuple[int, int]:
+        """Append rows; return the sequence of the first and how many (a repeated producer
+        request: the original's, nothing stored)."""
+        if producer is not None:
+            repeat, key, state = self._admit(conn, stream_id, producer)
+            if repeat is not None:
+                return repeat
+            first = self._append(conn, stream_id, rows) if rows else (
+                self.active_row(conn, stream_id).head + 1)
+            self._record(conn, key, state, producer, first, len(rows))
+            return first, len(rows)
+        return self._append(conn, stream_id, rows), len(rows)
+
+    def _append(self, conn: sqlite3.Connection, stream_id: str,
+                rows: Sequence[tuple[int, bytes]]) -> int:
         hot = self._hot.get(stream_id)
         if hot is None:
             row = self.active_row(conn, stream_id)
@@ -284,10 +314,15 @@ class Statements:
         hot.nbytes -= size
 
     def end(self, conn: sqlite3.Connection, stream_id: str, status: StreamStatus,
-            payload: dict[str, Any]) -> None:
+            payload: dict[str, Any], producer: Producer | None = None) -> None:
+        admitted = None if producer is None else self._admit(conn, stream_id, producer)
+        if admitted is not None and admitted[0] is not None:
+            return  # a repeat: already applied
         self._hot.pop(stream_id, None)
         row = self.active_row(conn, stream_id)
         self._finish(conn, status, payload, "key = ?", (row.key,))
+        if producer is not None and admitted is not None:
+            self._record(conn, row.key, admitted[2], producer, row.head + 1, 0)
 
     def cleanup(self, conn: sqlite3.Connection, stream_id: str, step: int) -> RewoundFrame:
         self._hot.pop(stream_id, None)

@@ -25,12 +25,13 @@ import msgspec
 
 from ..errors import LogError, StreamNotFoundError, StreamStateError, UsageError
 from ..frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
-from . import StreamInfo, StreamStatus
+from . import Producer, StreamInfo, StreamStatus
 from ._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
+    MAX_SAFE_INTEGER,
     check_end_status,
     check_limits,
     check_step,
@@ -40,6 +41,7 @@ from ._common import (
     rewound_frame,
 )
 from ._memory_stream import Stream, asyncio_loop
+from ._producers import admit, check_producer, record
 from ._reader import attach, next_frames
 
 __all__ = ["MemoryLog"]
@@ -150,13 +152,16 @@ class MemoryLog:
         """Head, status, marker, floor and the persisted end or fail payload."""
         return self._info(self._get(stream_id))
 
-    async def append(self, stream_id: str, step: int, chunk: bytes) -> int:
+    async def append(self, stream_id: str, step: int, chunk: bytes, *,
+                     producer: Producer | None = None) -> int:
         """Append one chunk (its JSON text) produced at ``step``; return its sequence."""
+        if producer is not None:
+            return (await self.append_many(stream_id, [(step, chunk)], producer=producer))[0]
         # the hot path, kept flat: an active stream never has an expiry to check
         st = self._streams.get(stream_id)
         if st is None or st.status != "active":
             st = self._active(stream_id)
-        if type(step) is not int or step < 0:
+        if type(step) is not int or step < 0 or step > MAX_SAFE_INTEGER:
             check_step(step)
         if type(chunk) is not bytes or len(chunk) > self.max_chunk_size:
             chunk = coerce_chunk(chunk, self.max_chunk_size)
@@ -175,15 +180,21 @@ class MemoryLog:
             st.notify()
         return seq
 
-    async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]]) -> list[int]:
+    async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]], *,
+                          producer: Producer | None = None) -> list[int]:
         """Append ``(step, chunk_json)`` pairs atomically (all or none); return their sequences."""
+        if producer is not None:
+            st = self._get(stream_id)
+            repeat = self._admit(st, producer)
+            if repeat is not None:
+                return list(range(repeat[0], repeat[0] + repeat[1]))
         st = self._active(stream_id)
         limit = self.max_chunk_size
         first = seq = st.head + 1
         new: list[tuple[int, int, bytes]] = []
         size = 0
         for step, chunk in chunks:  # check everything before changing anything
-            if type(step) is not int or step < 0:
+            if type(step) is not int or step < 0 or step > MAX_SAFE_INTEGER:
                 check_step(step)
             if type(chunk) is not bytes or len(chunk) > limit:
                 chunk = coerce_chunk(chunk, limit)
@@ -201,8 +212,16 @@ class MemoryLog:
         st.nbytes += size
         if len(entries) > st.trim_at or st.nbytes > self.max_bytes_per_stream:
             self._trim(st)
+        if producer is not None:
+            st.producers[producer.id] = record(st.producers.get(producer.id), producer, first,
+                                               seq - first)
         st.notify()
         return list(range(first, seq))
+
+    @staticmethod
+    def _admit(st: Stream, producer: Producer) -> tuple[int, int] | None:
+        """The shared producer rule: None to apply the call, or the repeated one's result."""
+        return admit(st.producers.get(check_producer(producer).id), producer)
 
     def _trim(self, st: Stream) -> None:
         """Retention: drop the oldest chunks until both limits hold; the floor moves up."""
@@ -231,11 +250,14 @@ class MemoryLog:
         output: Any = None,
         state: Any = None,
         usage: dict[str, Any] | None = None,
+        producer: Producer | None = None,
     ) -> None:
         """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
         check_end_status(status)
-        st = self._active(stream_id)
-        self._finish(st, status, end_payload(output, state, usage))
+        payload = end_payload(output, state, usage)
+        if producer is not None and self._admit(self._get(stream_id), producer) is not None:
+            return
+        self._finish(self._active(stream_id), status, payload, producer)
 
     async def fail_stream(
         self,
@@ -244,12 +266,19 @@ class MemoryLog:
         *,
         error_detail: dict[str, Any] | None = None,
         recoverable: bool = False,
+        producer: Producer | None = None,
     ) -> None:
         """Persist a failure; attached readers get ``FailFrame`` and stop."""
         payload = fail_payload(error, error_detail, recoverable)
-        self._finish(self._active(stream_id), "failed", payload)
+        if producer is not None and self._admit(self._get(stream_id), producer) is not None:
+            return
+        self._finish(self._active(stream_id), "failed", payload, producer)
 
-    def _finish(self, st: Stream, status: StreamStatus, payload: dict[str, Any]) -> None:
+    def _finish(self, st: Stream, status: StreamStatus, payload: dict[str, Any],
+                producer: Producer | None = None) -> None:
+        if producer is not None:
+            st.producers[producer.id] = record(st.producers.get(producer.id), producer,
+                                               st.head + 1, 0)
         st.status = status
         st.payload = payload
         self._finished.pop(st.stream_id, None)

@@ -73,13 +73,14 @@ from ..frames import (
     TerminalFrame,
     TruncatedFrame,
 )
-from . import StreamInfo, StreamStatus
+from . import Producer, StreamInfo, StreamStatus
 from ._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
     FINISHED,
+    MAX_SAFE_INTEGER,
     check_cursor,
     check_end_status,
     check_limits,
@@ -89,6 +90,7 @@ from ._common import (
     end_payload,
     fail_payload,
 )
+from ._producers import check_producer
 from ._reader import ReadView, attach, next_frames
 from ._redis_commands import CLOSE_TIMEOUT, REDIS_DOWN, Commands, NotSent
 from ._redis_live import CLOSED, OVERFLOW, Dispatcher, Live, Sub, rewound_decoder
@@ -191,7 +193,8 @@ class RedisLog:
 
     # commands -----------------------------------------------------------------------------
 
-    async def _run(self, name: str, stream_id: str, *args: Any, what: str) -> Any:
+    async def _run(self, name: str, stream_id: str, *args: Any, what: str,
+                   producer_id: str = "") -> Any:
         if self._closed:
             raise LogError("the Redis log is closed")
         meta, chunks, channel = self._keys(stream_id)
@@ -209,7 +212,7 @@ class RedisLog:
             raise LogError(f"{what} on stream {stream_id!r} failed: cannot reach Redis at "
                            f"{self.url} ({exc}); nothing was changed", retryable=True) from exc
         except redis_errors.ResponseError as exc:
-            raise map_reply(exc, stream_id, what) from None
+            raise map_reply(exc, stream_id, what, producer_id) from None
         except REDIS_DOWN as exc:
             if name in READ_ONLY:
                 raise LogError(f"{what} on stream {stream_id!r}: Redis at {self.url} failed "
@@ -250,22 +253,29 @@ class RedisLog:
         return msgspec.structs.replace(info, error=term.error, error_detail=term.error_detail,
                                        recoverable=term.recoverable)
 
-    async def append(self, stream_id: str, step: int, chunk: bytes) -> int:
+    async def append(self, stream_id: str, step: int, chunk: bytes, *,
+                     producer: Producer | None = None) -> int:
         """Append one chunk (JSON text) at ``step``; return its sequence."""
-        return (await self.append_many(stream_id, [(step, chunk)]))[0]
+        return (await self.append_many(stream_id, [(step, chunk)], producer=producer))[0]
 
-    async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]]) -> list[int]:
+    async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]], *,
+                          producer: Producer | None = None) -> list[int]:
         """Append ``(step, chunk_json)`` pairs in one script (all or none); return sequences."""
         args: list[Any] = []
         for step, chunk in chunks:
             args.append(check_step(step))
             args.append(coerce_chunk(chunk, self.max_chunk_size))
-        if not args:
+        if not args and producer is None:
             return []
         n = len(args) // 2
-        first = int(await self._run(
+        reply = await self._run(
             "append", stream_id, self.max_chunks_per_stream, self.max_bytes_per_stream,
-            n, *args, what="append"))
+            n, *args, *_producer_args(producer), what="append",
+            producer_id="" if producer is None else producer.id)
+        if type(reply) is list:  # a producer's repeated request: the original result
+            first, n = _pair(reply)
+        else:
+            first = int(reply)
         return list(range(first, first + n))
 
     async def end_stream(
@@ -276,11 +286,12 @@ class RedisLog:
         output: Any = None,
         state: Any = None,
         usage: dict[str, Any] | None = None,
+        producer: Producer | None = None,
     ) -> None:
         """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
         check_end_status(status)
         frame = EndFrame(status=status, **end_payload(output, state, usage))
-        await self._finish(stream_id, status, frame, LiveKind.END)
+        await self._finish(stream_id, status, frame, LiveKind.END, producer)
 
     async def fail_stream(
         self,
@@ -289,20 +300,22 @@ class RedisLog:
         *,
         error_detail: dict[str, Any] | None = None,
         recoverable: bool = False,
+        producer: Producer | None = None,
     ) -> None:
         """Persist a failure; attached readers get ``FailFrame`` and stop."""
         frame = FailFrame(**fail_payload(error, error_detail, recoverable))
-        await self._finish(stream_id, "failed", frame, LiveKind.FAIL)
+        await self._finish(stream_id, "failed", frame, LiveKind.FAIL, producer)
 
     async def _finish(self, stream_id: str, status: StreamStatus, frame: TerminalFrame,
-                      kind: LiveKind) -> None:
+                      kind: LiveKind, producer: Producer | None) -> None:
         try:
             payload = _terminal_json.encode(frame)
         except (TypeError, msgspec.EncodeError) as exc:
             raise UsageError(f"the {status} payload must be JSON-serialisable: {exc}") from None
         ttl = math.ceil(self.finished_ttl * 1000)  # 0 keeps it; a tiny TTL is still one
         await self._run("finish", stream_id, status, payload, ttl, kind.value,
-                        what=f"end ({status})")
+                        *_producer_args(producer), what=f"end ({status})",
+                        producer_id="" if producer is None else producer.id)
 
     async def cleanup_to_step(self, stream_id: str, step: int) -> RewoundFrame:
         """Remove the chunks of steps after ``step``, set the marker, broadcast ``rewound``."""
@@ -347,7 +360,7 @@ class RedisLog:
 
     async def _read(self, stream_id: str, cursor: int,
                     epoch: str | None) -> AsyncIterator[StreamFrame]:
-        if type(cursor) is not int or cursor < 0:
+        if type(cursor) is not int or cursor < 0 or cursor > MAX_SAFE_INTEGER:
             check_cursor(cursor, 0)
         channel = self._keys(stream_id)[2].encode()
         sub, dispatcher = await self._attach(channel)
@@ -458,3 +471,15 @@ class RedisLog:
             # one into a TimeoutError) must not hang the close
             await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
         await self._commands.aclose()
+
+
+def _producer_args(producer: Producer | None) -> tuple[str, int, int]:
+    """The scripts' three producer arguments ('' for none), checked."""
+    if producer is None:
+        return "", 0, 0
+    check_producer(producer)
+    return producer.id, producer.epoch, producer.seq
+
+
+def _pair(reply: Any) -> tuple[int, int]:
+    return int(reply[0]), int(reply[1])

@@ -40,7 +40,7 @@ import anyio
 
 from ..errors import LogError, UsageError
 from ..frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
-from . import StreamInfo
+from . import Producer, StreamInfo
 from ._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
@@ -54,6 +54,7 @@ from ._common import (
     end_payload,
     fail_payload,
 )
+from ._producers import check_producer
 from ._sqlite_sql import Statements
 from ._sqlite_worker import Worker
 
@@ -182,23 +183,29 @@ class SQLiteLog:
         """Head, status, marker, floor and the persisted end or fail payload."""
         return await self._call(self._sql.info, stream_id, write=False)
 
-    async def append(self, stream_id: str, step: int, chunk: bytes) -> int:
+    async def append(self, stream_id: str, step: int, chunk: bytes, *,
+                     producer: Producer | None = None) -> int:
         """Append one chunk (its JSON text) produced at ``step``; return its sequence."""
         row = (check_step(step), coerce_chunk(chunk, self.max_chunk_size))
-        seq = await self._call(self._sql.append, stream_id, (row,))
+        if producer is not None:
+            check_producer(producer)
+        first, _ = await self._call(self._sql.append, stream_id, (row,), producer)
         self._notify(stream_id)
-        return seq
+        return first
 
-    async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]]) -> list[int]:
+    async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]], *,
+                          producer: Producer | None = None) -> list[int]:
         """Append ``(step, chunk_json)`` pairs atomically (all or none); return their sequences."""
         limit = self.max_chunk_size
         rows = [(check_step(step), coerce_chunk(chunk, limit)) for step, chunk in chunks]
-        if not rows:
+        if producer is not None:
+            check_producer(producer)
+        elif not rows:
             await self._call(self._sql.active_row, stream_id, write=False)
             return []
-        first = await self._call(self._sql.append, stream_id, rows)
+        first, count = await self._call(self._sql.append, stream_id, rows, producer)
         self._notify(stream_id)
-        return list(range(first, first + len(rows)))
+        return list(range(first, first + count))
 
     async def end_stream(
         self,
@@ -208,10 +215,13 @@ class SQLiteLog:
         output: Any = None,
         state: Any = None,
         usage: dict[str, Any] | None = None,
+        producer: Producer | None = None,
     ) -> None:
         """Persist the end status and payload; attached readers get ``EndFrame`` and stop."""
         check_end_status(status)
-        await self._call(self._sql.end, stream_id, status, end_payload(output, state, usage))
+        payload = end_payload(output, state, usage)
+        await self._call(self._sql.end, stream_id, status, payload,
+                         None if producer is None else check_producer(producer))
         self._notify(stream_id)
 
     async def fail_stream(
@@ -221,10 +231,12 @@ class SQLiteLog:
         *,
         error_detail: dict[str, Any] | None = None,
         recoverable: bool = False,
+        producer: Producer | None = None,
     ) -> None:
         """Persist a failure; attached readers get ``FailFrame`` and stop."""
         payload = fail_payload(error, error_detail, recoverable)
-        await self._call(self._sql.end, stream_id, "failed", payload)
+        await self._call(self._sql.end, stream_id, "failed", payload,
+                         None if producer is None else check_producer(producer))
         self._notify(stream_id)
 
     async def cleanup_to_step(self, stream_id: str, step: int) -> RewoundFrame:

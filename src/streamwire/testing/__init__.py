@@ -28,7 +28,9 @@ across reset; replay -> ``caught-up{head}`` -> live -> exactly one terminal with
 payload; cleanup, its marker and ``rewound`` delivered in place to attached readers only;
 ``truncated`` for a cursor below the floor while chunks of the current run were lost (a cleanup
 marker, or retention trimming), never a silent gap; reset and reactivate; finished-stream expiry;
-bad input -> typed errors; and, served through the stream server on a real socket that is cut
+bad input -> typed errors, integers a JavaScript reader holds exactly (up to ``2**53 - 1``);
+idempotent producers (a retried request stored once and answered with its original sequences, a
+gap, a reordering and a zombie epoch refused with typed errors); and, served through the stream server on a real socket that is cut
 mid-stream, a body that ends with no terminal frame is a drop for every reader, never an end.
 """
 
@@ -44,6 +46,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from ..log import StreamLog
 from ._helpers import GUARD, LogFactory, chunk_of, read_all, read_n
 from ._limits import LimitsContract
+from ._producers import ProducerContract
 from ._rewind import RewindContract
 from ._streams import StreamsContract
 from ._wire import ServedLog, WireContract, serve_log
@@ -60,7 +63,8 @@ __all__ = [
 ]
 
 
-class StreamLogContract(StreamsContract, RewindContract, LimitsContract, WireContract):
+class StreamLogContract(StreamsContract, RewindContract, LimitsContract, ProducerContract,
+                        WireContract):
     """The contract tests. A subclass provides the ``make_log`` fixture (see the module doc)."""
 
     pytestmark: Final = [pytest.mark.anyio]
