@@ -204,5 +204,22 @@ class Commands:
             await self._conn.disconnect(nowait=True)
             self._conn = None
 
+    async def purge(self, prefix: str) -> int:
+        """Delete every key that starts with ``prefix`` (``SCAN``, never ``KEYS``)."""
+        pattern = prefix.replace("\\", "\\\\")
+        for special in "*?[]":
+            pattern = pattern.replace(special, "\\" + special)
+        deleted, cursor = 0, b"0"
+        try:
+            while True:
+                cursor, keys = await self.call("SCAN", cursor, "MATCH", pattern + "*",
+                                               "COUNT", 1000)
+                if keys:
+                    deleted += int(await self.call("UNLINK", *keys))
+                if cursor in (b"0", 0):
+                    return deleted
+        except (NotSent, *REDIS_DOWN) as exc:
+            raise LogError(f"purge of {prefix!r} failed: {exc}", retryable=True) from exc
+
     async def aclose(self) -> None:
         await self._drop()

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from typing import Final, final
+from collections.abc import Sequence
+from typing import Any, Final, final
 
 from redis import exceptions as redis_errors
 
 from ..errors import LogError, StreamNotFoundError, StreamStateError
 from ._producers import MAX_PRODUCER_BATCHES, epoch_error, sequence_error
+from ._redis_commands import REDIS_DOWN, Commands, NotSent
 
 __all__ = [
     "MAX_MARKERS",
@@ -20,6 +22,7 @@ __all__ = [
     "SCRIPTS",
     "LiveKind",
     "map_reply",
+    "run_script",
 ]
 
 
@@ -329,6 +332,37 @@ SCRIPTS: Final = {name: _Script(_lua(src)) for name, src in (
 
 #: Scripts that change nothing (or nothing twice): safe to retry after an unknown outcome.
 READ_ONLY: Final = frozenset({"page", "create"})
+
+
+async def run_script(commands: Commands, name: str, keys: tuple[str, str, str],
+                     args: Sequence[Any], *, stream_id: str, what: str,
+                     producer_id: str = "") -> Any:
+    """Run script ``name`` with ``keys`` (meta, chunks, channel) by SHA1 (loading it on
+    ``NOSCRIPT``); its reply, or a typed error that says whether anything may have changed."""
+    script = SCRIPTS[name]
+    meta, chunks, channel = keys
+    url = commands.url
+    try:
+        try:
+            reply = await commands.call("EVALSHA", script.sha, 2, meta, chunks, channel, *args)
+        except redis_errors.NoScriptError:
+            # first use on this server (or after a restart / SCRIPT FLUSH): load, then retry
+            await commands.call("SCRIPT", "LOAD", script.source)
+            reply = await commands.call("EVALSHA", script.sha, 2, meta, chunks, channel, *args)
+    except NotSent as exc:
+        raise LogError(f"{what} on stream {stream_id!r} failed: cannot reach Redis at "
+                       f"{url} ({exc}); nothing was changed", retryable=True) from exc
+    except redis_errors.ResponseError as exc:
+        raise map_reply(exc, stream_id, what, producer_id) from None
+    except REDIS_DOWN as exc:
+        if name in READ_ONLY:
+            raise LogError(f"{what} on stream {stream_id!r}: Redis at {url} failed "
+                           f"({exc}); retry", retryable=True) from exc
+        raise LogError(
+            f"{what} on stream {stream_id!r}: the connection to Redis at {url} failed after "
+            f"the command was sent ({exc}); it may or may not have been applied (a retry with "
+            "the same producer= applies it exactly once; else compare info().head)") from exc
+    return reply
 
 
 def map_reply(exc: redis_errors.ResponseError, stream_id: str, what: str,

@@ -55,9 +55,8 @@ from typing import Any, Final, final
 
 import msgspec
 
-# Both imports run before the private modules import redis, so a missing extra gets this message.
+# This import runs before the private modules import redis, so a missing extra gets this message.
 try:
-    from redis import exceptions as redis_errors
     from redis.asyncio.connection import Connection  # noqa: F401  # pyright: ignore[reportUnusedImport]
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -92,9 +91,9 @@ from ._common import (
 )
 from ._producers import check_producer
 from ._reader import ReadView, attach, next_frames
-from ._redis_commands import CLOSE_TIMEOUT, REDIS_DOWN, Commands, NotSent
+from ._redis_commands import CLOSE_TIMEOUT, Commands
 from ._redis_live import CLOSED, OVERFLOW, Dispatcher, Live, Sub, rewound_decoder
-from ._redis_scripts import READ_ONLY, SCRIPTS, LiveKind, map_reply
+from ._redis_scripts import LiveKind, run_script
 from ._redis_views import GONE, PAGE, LiveView, Page
 
 __all__ = [
@@ -197,31 +196,8 @@ class RedisLog:
                    producer_id: str = "") -> Any:
         if self._closed:
             raise LogError("the Redis log is closed")
-        meta, chunks, channel = self._keys(stream_id)
-        script = SCRIPTS[name]
-        try:
-            try:
-                reply = await self._commands.call(
-                    "EVALSHA", script.sha, 2, meta, chunks, channel, *args)
-            except redis_errors.NoScriptError:
-                # first use on this server (or after a restart / SCRIPT FLUSH): load, then retry
-                await self._commands.call("SCRIPT", "LOAD", script.source)
-                reply = await self._commands.call(
-                    "EVALSHA", script.sha, 2, meta, chunks, channel, *args)
-        except NotSent as exc:
-            raise LogError(f"{what} on stream {stream_id!r} failed: cannot reach Redis at "
-                           f"{self.url} ({exc}); nothing was changed", retryable=True) from exc
-        except redis_errors.ResponseError as exc:
-            raise map_reply(exc, stream_id, what, producer_id) from None
-        except REDIS_DOWN as exc:
-            if name in READ_ONLY:
-                raise LogError(f"{what} on stream {stream_id!r}: Redis at {self.url} failed "
-                               f"({exc}); retry", retryable=True) from exc
-            raise LogError(
-                f"{what} on stream {stream_id!r}: the connection to Redis at {self.url} failed "
-                f"after the command was sent ({exc}); it may or may not have been applied "
-                "(compare info().head before retrying)") from exc
-        return reply
+        return await run_script(self._commands, name, self._keys(stream_id), args,
+                                stream_id=stream_id, what=what, producer_id=producer_id)
 
     async def _page(self, stream_id: str, after: int, count: int = PAGE,
                     mark: int = _NO_MARK) -> Page | None:
@@ -442,20 +418,7 @@ class RedisLog:
         Attached readers are not told (use ``delete_stream`` for that). Uses ``SCAN``, never
         ``KEYS``, so a large database is not blocked.
         """
-        pattern = self.prefix.replace("\\", "\\\\")
-        for special in "*?[]":
-            pattern = pattern.replace(special, "\\" + special)
-        deleted, cursor = 0, b"0"
-        try:
-            while True:
-                cursor, keys = await self._commands.call(
-                    "SCAN", cursor, "MATCH", pattern + ":s:*", "COUNT", 1000)
-                if keys:
-                    deleted += int(await self._commands.call("UNLINK", *keys))
-                if cursor in (b"0", 0):
-                    return deleted
-        except (NotSent, *REDIS_DOWN) as exc:
-            raise LogError(f"purge of {self.prefix!r} failed: {exc}", retryable=True) from exc
+        return await self._commands.purge(self.prefix + ":s:")
 
     async def aclose(self) -> None:
         """Close connections; attached readers get a recoverable ``fail`` (log closed)."""
