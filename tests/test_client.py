@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -364,6 +365,42 @@ async def test_connection_refused_is_retried_then_reported() -> None:
         await read_all(url, retry=RetryPolicy(max_attempts=2, backoff_initial=0.001))
     assert isinstance(info.value.last_error, StreamDropError)
     assert isinstance(info.value.last_error.__cause__, httpx.ConnectError)
+
+
+@pytest.mark.anyio
+async def test_the_client_says_what_it_does_while_retrying(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with Scripted([Reply(b"")]) as srv:
+        url = srv.url  # closed once the block ends: connections are refused
+    caplog.set_level(logging.INFO, logger="streamwire.client")
+    with pytest.raises(RetriesExhaustedError):
+        await read_all(url, retry=RetryPolicy(max_attempts=2, backoff_initial=0.001))
+    lines = [(r.name, r.levelno, r.getMessage()) for r in caplog.records]
+    assert [(name, level) for name, level, _ in lines] == [
+        ("streamwire.client", logging.INFO), ("streamwire.client", logging.WARNING),
+        ("streamwire.client", logging.WARNING)]
+    first, second, gave_up = (message for _, _, message in lines)
+    assert first.startswith(f"{url}: ")
+    assert "Connection refused" in first or "ConnectError" in first
+    assert "re-attaching from the start in " in first
+    assert "(attempt 1 of 2)" in first
+    assert "(attempt 2 of 2)" in second
+    assert "gave up re-attaching" in gave_up
+
+
+@pytest.mark.anyio
+async def test_a_stream_that_keeps_failing_after_catching_up_backs_off_and_gives_up() -> None:
+    # caught-up then a recoverable fail, on every connection: the delay doubles and the attempt
+    # cap applies (a caught-up right before another failure is no progress).
+    body = caught_up(0) + fail("writer gone", True, {"code": "WRITER_GONE"})
+    policy = RetryPolicy(max_attempts=4, backoff_initial=0.05, backoff_max=10, jitter=0)
+    with (Scripted([Reply(body)]) as srv,
+          pytest.raises(RetriesExhaustedError, match="max_attempts=4") as info):
+        await read_all(srv.url, retry=policy)
+    assert isinstance(info.value.last_error, StreamFailedError)
+    gaps = [b - a for a, b in zip(srv.times, srv.times[1:], strict=False)]
+    assert len(gaps) == 4
+    assert gaps[3] >= 0.4  # 0.05, 0.1, 0.2, 0.4
 
 
 @pytest.mark.anyio

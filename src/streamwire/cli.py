@@ -148,8 +148,9 @@ def _run_serve(args: argparse.Namespace) -> int:
         token = secrets.token_urlsafe(24)
         print(f"streamwire serve: no --token given; writes need: Authorization: Bearer {token}",
               file=sys.stderr, flush=True)
-    # uvicorn re-raises the signal it shut down on once it is done, to die of it; a clean stop
-    # asked for by a signal exits 0 here instead (also when it arrives before uvicorn starts).
+    # uvicorn re-raises the signal it shut down on once it is done, to die of it; a stop asked
+    # for by a signal exits here instead, after the drain (also when it arrives before uvicorn
+    # starts): 0 for SIGTERM, 130 for Ctrl-C.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _exit_cleanly)
     asyncio.run(_serve(args, log, token))
@@ -157,12 +158,25 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(0)
+    # Ctrl-C exits 130 as everywhere in the CLI (after the same drain); SIGTERM is a clean stop.
+    raise SystemExit(130 if signum == signal.SIGINT else 0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``streamwire`` console script; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    """Entry point of the ``streamwire`` console script; returns the exit status (130 after
+    Ctrl-C, quietly, wherever it lands: an import, argument parsing or a subcommand)."""
+    try:
+        return _main(list(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:
+        return 130
+
+
+def _plain(text: str | None) -> str:
+    """Help text without the source markup of docstrings."""
+    return (text or "").replace("``", "")
+
+
+def _main(argv: list[str]) -> int:
     # demo and tail own their arguments (streamwire.demo / streamwire.client.tail parse them).
     if argv and argv[0] in _SUBCOMMANDS:
         # imported lazily: the subcommands are separate modules with their own dependencies
@@ -170,9 +184,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(argv[1:])
     parser = argparse.ArgumentParser(prog="streamwire",
                                      description="Typed, resumable Server-Sent Events.")
+    parser.add_argument("--version", action="version",
+                        version=f"streamwire {_load('streamwire', '__version__')}")
     sub = parser.add_subparsers(dest="command", metavar="{serve,demo,tail,run}")
     _serve_options(sub.add_parser(
-        "serve", help="serve stream logs over HTTP (wire v2)", description=__doc__,
+        "serve", help="serve stream logs over HTTP (wire v2)", description=_plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter))
     sub.add_parser("demo", help="stream a simulated reply, cut it midway and resume it", add_help=False)
     sub.add_parser("tail", help="print the events of an SSE or wire v2 stream", add_help=False)

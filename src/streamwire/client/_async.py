@@ -14,6 +14,7 @@ import httpx
 from ..errors import StreamTruncatedError
 from ..frames import ChunkFrame, RewoundFrame
 from ._base import StreamBase, StreamOptions, broke
+from ._core import BODY_QUOTE
 
 __all__ = ["AsyncResumableStream"]
 
@@ -139,7 +140,7 @@ class AsyncResumableStream(StreamBase[T]):
             try:
                 response = await self._client.send(self._request(self._client), stream=True)
                 self._response = response
-                body = await response.aread() if response.status_code != 200 else b""
+                body = await _head(response) if self._wants_body(response) else b""
             except httpx.TransportError as exc:
                 session.transport_failed(exc, "connect failed")
                 return
@@ -160,3 +161,13 @@ async def _maybe_await(value: Awaitable[R] | R) -> R:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+async def _head(response: httpx.Response) -> bytes:
+    """The start of a refused answer's body (enough to quote; a huge page is not read whole)."""
+    head = bytearray()
+    async for data in response.aiter_bytes():
+        head += data
+        if len(head) >= BODY_QUOTE:
+            break
+    return bytes(head)

@@ -3,26 +3,34 @@ the public properties (the adapters in ``_async.py`` and ``_sync.py`` only move 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
-from typing import Generic, TypedDict, TypeVar
+from typing import Final, Generic, TypedDict, TypeVar
 
 import httpx
 
-from ..errors import StreamTruncatedError, StreamwireError, UsageError
+from ..errors import RetriesExhaustedError, StreamTruncatedError, StreamwireError, UsageError
 from ..frames import ChunkFrame, EndFrame
 from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE
 from ._core import (
+    BODY_QUOTE,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
     ClientSession,
     ClientStats,
     RetryPolicy,
+    is_event_stream,
 )
 
-__all__ = ["StreamBase", "StreamOptions", "broke"]
+__all__ = ["LOGGER", "StreamBase", "StreamOptions", "broke", "read_head"]
 
 T = TypeVar("T")
+
+#: The client says what it does here: each re-attach (why, from where, in how long, attempt n of
+#: m) at INFO for a first attempt and WARNING after, giving up at WARNING, a re-attach that
+#: worked at INFO. ``streamwire tail`` prints these lines on stderr.
+LOGGER: Final = logging.getLogger("streamwire.client")
 
 
 class StreamOptions(TypedDict, total=False):
@@ -97,22 +105,43 @@ class StreamBase(Generic[T]):
         return client.build_request("GET", self._url, timeout=self._timeout,
                                     headers={**self._headers, **self._session.begin()})
 
+    @staticmethod
+    def _wants_body(response: httpx.Response) -> bool:
+        """Whether the answer is refused, so the start of its body goes into the error."""
+        return not is_event_stream(response.status_code, response.headers.get("content-type", ""))
+
     def _accept(self, response: httpx.Response, body: bytes) -> bool:
         """Whether ``response`` is a stream to read (else its error is queued)."""
-        return self._session.check_response(response.status_code,
-                                            response.headers.get("content-type", ""),
-                                            response.headers.get("retry-after"), body)
+        session = self._session
+        ok = session.check_response(response.status_code, response.headers.get("content-type", ""),
+                                    response.headers.get("retry-after"), body)
+        if ok and session.stats.connections > 1 and session.last_error is not None:
+            LOGGER.info("%s: re-attached at cursor %d", self._where(), session.cursor)
+        return ok
 
     def _failed(self, error: StreamwireError) -> bool:
         """After a connection failed: True when the truncated hook must run, else the backoff
         delay is set (or the final error raised)."""
+        session = self._session
         if isinstance(error, StreamTruncatedError) and self._has_truncated_hook():
-            self._session.last_error = error
+            session.last_error = error
             return True
-        self._delay = self._session.reattach_delay(error, time.monotonic())
+        try:
+            self._delay = session.reattach_delay(error, time.monotonic())
+        except RetriesExhaustedError as exc:
+            LOGGER.warning("%s: %s", self._where(), exc)
+            raise
+        backoff = session.backoff
+        cursor = f"Last-Event-ID {session.cursor}" if session.cursor else "the start"
+        LOGGER.log(logging.INFO if backoff.attempt == 1 else logging.WARNING, "%s: %s",
+                   self._where(), backoff.reattach_message(error, self._delay, cursor))
         if self._on_reattach is not None:
             self._on_reattach(error, self._delay)
         return False
+
+    def _where(self) -> str:
+        """The stream's URL for a log line (without its query, which may hold a secret)."""
+        return str(httpx.URL(self._url).copy_with(query=None))
 
     def _snapshot(self, error: StreamTruncatedError, sequence: int | None) -> None:
         if sequence is None:
@@ -133,3 +162,13 @@ def broke(exc: httpx.TransportError) -> str:
     if isinstance(exc, httpx.ReadTimeout):
         return "no byte for idle_timeout seconds"
     return "connection broke"
+
+
+def read_head(response: httpx.Response) -> bytes:
+    """The start of a refused answer's body, enough to quote (a big page is not read whole)."""
+    head = bytearray()
+    for data in response.iter_bytes():
+        head += data
+        if len(head) >= BODY_QUOTE:
+            break
+    return bytes(head)

@@ -15,12 +15,13 @@ import random
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar, final
+from typing import Final, Generic, TypeAlias, TypeVar, final
 
 from ..errors import (
     ResponseStatusError,
     RetriesExhaustedError,
     StreamDropError,
+    StreamFailedError,
     StreamTruncatedError,
     StreamwireError,
 )
@@ -37,6 +38,7 @@ from ..frames import (
 from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE
 
 __all__ = [
+    "BODY_QUOTE",
     "DEFAULT_BACKOFF_INITIAL",
     "DEFAULT_BACKOFF_MAX",
     "DEFAULT_CONNECT_TIMEOUT",
@@ -46,6 +48,8 @@ __all__ = [
     "RETRY_STATUSES",
     "Backoff",
     "RetryPolicy",
+    "describe",
+    "is_event_stream",
     "request_headers",
     "response_error",
 ]
@@ -70,8 +74,8 @@ DEFAULT_CONNECT_TIMEOUT: Final = 10.0
 #: HTTP answers worth another attempt: the server or a proxy is briefly unable to serve (timeout,
 #: too early, too many requests, and the 5xx of a restart or an overloaded upstream).
 RETRY_STATUSES: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
-# How much of a refused answer's body an error quotes.
-_QUOTE: Final = 300
+#: How much of a refused answer's body an error quotes (and so the most a reader reads of it).
+BODY_QUOTE: Final = 300
 
 
 def request_headers(last_event_id: str) -> dict[str, str]:
@@ -82,15 +86,19 @@ def request_headers(last_event_id: str) -> dict[str, str]:
     return headers
 
 
+def is_event_stream(status: int, content_type: str) -> bool:
+    """Whether an answer is a stream to read: a 200 ``text/event-stream``."""
+    return status == 200 and content_type.split(";")[0].strip().lower() == "text/event-stream"
+
+
 def response_error(status: int, content_type: str, retry_after: str | None,
                    body: bytes) -> ResponseStatusError | None:
     """None for a 200 ``text/event-stream``; else the typed error for this answer: retryable for
     the statuses in ``RETRY_STATUSES`` (``retry_after`` from a numeric ``Retry-After``), not
     retryable for any other status or for a 200 that is not an event stream."""
-    kind = content_type.split(";")[0].strip().lower()
-    if status == 200 and kind == "text/event-stream":
+    if is_event_stream(status, content_type):
         return None
-    text = body[:_QUOTE].decode("utf-8", "replace")
+    text = body[:BODY_QUOTE].decode("utf-8", "replace")
     if status == 200:
         return ResponseStatusError(
             f"this is not an event stream: expected text/event-stream, got "
@@ -109,8 +117,10 @@ class RetryPolicy:
     """When and how often a resumable stream re-attaches.
 
     ``max_attempts`` counts consecutive attempts without progress and ``max_elapsed`` the seconds
-    since the last progress (a new chunk, a caught-up frame or a terminal frame), so a long healthy
-    stream with occasional drops never runs out; None lifts a cap. The delay before attempt *n* is
+    since the last progress (a new chunk, a caught-up frame or a terminal frame; a caught-up right
+    before another recoverable ``fail`` does not count), so a long healthy stream with occasional
+    drops never runs out while a stream that keeps failing backs off and gives up; None lifts a
+    cap. The delay before attempt *n* is
     ``backoff_initial * 2**(n-1)`` capped at ``backoff_max``, times a random factor in
     ``[1, 1 + jitter]``; the server's ``retry:`` (when ``honour_server_retry``) replaces
     ``backoff_initial`` and is never undercut, as a browser's EventSource would honour it.
@@ -269,7 +279,7 @@ class ClientSession(Generic[T]):
                 return
             if isinstance(frame, CaughtUpFrame):
                 self._in_replay = False
-                self._progress()
+                self.backoff.caught_up()
             for item in out:
                 if isinstance(item, ChunkFrame):
                     if self._in_replay:
@@ -330,22 +340,52 @@ class ClientSession(Generic[T]):
         return delay
 
 
+#: How a cap is named in a message, and where to raise it (a command passes its flags).
+CapNames: TypeAlias = tuple[str, str, str]
+_LIBRARY_CAPS: Final[CapNames] = ("max_attempts", "max_elapsed", "raise it in RetryPolicy")
+
+
 class Backoff:
     """The re-attach schedule of one reader: counts attempts and outage time since the last
-    progress, enforces the caps of a ``RetryPolicy`` and draws the jittered delays."""
+    progress, enforces the caps of a ``RetryPolicy`` and draws the jittered delays.
 
-    __slots__ = ("_attempt", "_outage_since", "_rng", "policy")
+    A chunk or a terminal is progress (``progress``): the caps start over. A ``caught-up`` frame
+    (``caught_up``) is progress too, so a quiet live stream whose connections a proxy cuts now and
+    then never runs out, unless the connection before it ended in a recoverable ``fail``: a
+    stream that keeps failing right after catching up backs off, the delay doubling each time up
+    to ``backoff_max``, and the caps apply to it.
+    """
 
-    def __init__(self, policy: RetryPolicy, rng: random.Random | None = None) -> None:
+    __slots__ = ("_attempt", "_caps", "_failing", "_outage_since", "_rng", "failures", "policy")
+
+    def __init__(self, policy: RetryPolicy, rng: random.Random | None = None, *,
+                 caps: CapNames = _LIBRARY_CAPS) -> None:
         self.policy = policy
         self._rng = rng if rng is not None else random.Random()
+        self._caps = caps
         self._attempt = 0
         self._outage_since = -1.0
+        self._failing = False
+        #: Recoverable ``fail`` frames in a row with no new chunk between them.
+        self.failures = 0
+
+    @property
+    def attempt(self) -> int:
+        """The attempts made since the last progress (the one about to start included)."""
+        return self._attempt
 
     def progress(self) -> None:
-        """The reader moved on (a chunk, a caught-up, a terminal): the caps start over."""
+        """The reader moved on (a new chunk, a terminal): the caps start over."""
         self._attempt = 0
         self._outage_since = -1.0
+        self._failing = False
+        self.failures = 0
+
+    def caught_up(self) -> None:
+        """A connection reached the head: progress, unless the stream keeps failing."""
+        if not self._failing:
+            self._attempt = 0
+            self._outage_since = -1.0
 
     def next_delay(self, exc: StreamwireError, now: float, server_retry: int | None,
                    cursor: int) -> float:
@@ -354,6 +394,9 @@ class Backoff:
         ``server_retry`` is the stream's ``retry:`` in milliseconds, if it sent one."""
         if isinstance(exc, StreamTruncatedError) or not exc.retryable:
             raise exc
+        self._failing = isinstance(exc, StreamFailedError)
+        if self._failing:
+            self.failures += 1
         if self._outage_since < 0:
             self._outage_since = now
         self._attempt += 1
@@ -362,12 +405,12 @@ class Backoff:
         over_attempts = policy.max_attempts is not None and self._attempt > policy.max_attempts
         over_time = policy.max_elapsed is not None and elapsed >= policy.max_elapsed
         if over_attempts or over_time:
-            cap = (f"max_attempts={policy.max_attempts}" if over_attempts
-                   else f"max_elapsed={policy.max_elapsed}s")
+            attempts, seconds, where = self._caps
+            cap = (f"{attempts}={policy.max_attempts}" if over_attempts
+                   else f"{seconds}={policy.max_elapsed:g}s")
             raise RetriesExhaustedError(
                 f"gave up re-attaching at cursor {cursor} after {self._attempt - 1} attempts "
-                f"in {elapsed:.1f}s ({cap}; raise it in RetryPolicy); last error: "
-                f"{type(exc).__name__}: {exc}",
+                f"in {elapsed:.1f}s ({cap}; {where}); last error: {describe(exc)}",
                 attempts=self._attempt - 1, elapsed=elapsed, last_error=exc,
             ) from exc
         base = policy.backoff_initial
@@ -377,3 +420,28 @@ class Backoff:
         if isinstance(exc, ResponseStatusError) and exc.retry_after is not None:
             delay = max(delay, exc.retry_after)
         return delay * (1 + policy.jitter * self._rng.random())
+
+    def reattach_message(self, exc: StreamwireError, delay: float, where: str) -> str:
+        """One line saying why the connection ended and what happens next (for a log or a
+        terminal): the cause, where it re-attaches, in how long, which attempt of how many,
+        and how often the stream failed in a row."""
+        cap = self.policy.max_attempts
+        of = f" of {cap}" if cap is not None else ""
+        line = (f"{describe(exc)}; re-attaching from {where} in {delay:.1f}s "
+                f"(attempt {self._attempt}{of})")
+        if self.failures > 1:
+            line += (f"; the stream failed {self.failures} times in a row without a new chunk "
+                     "(is its writer gone?)")
+        return line
+
+
+def describe(exc: BaseException) -> str:
+    """An error as a person reads it: a failed stream by its error and detail, a network error by
+    what happened, anything else by its message."""
+    if isinstance(exc, StreamFailedError):
+        detail = f" {exc.error_detail}" if exc.error_detail else ""
+        how = " (recoverable)" if exc.recoverable else ""
+        return f"the stream failed{how}: {exc}{detail}"
+    if isinstance(exc, StreamwireError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -13,7 +13,7 @@ import httpx
 
 from ..errors import StreamTruncatedError
 from ..frames import ChunkFrame, RewoundFrame
-from ._base import StreamBase, StreamOptions, broke
+from ._base import StreamBase, StreamOptions, broke, read_head
 
 __all__ = ["ResumableStream"]
 
@@ -126,7 +126,7 @@ class ResumableStream(StreamBase[T]):
                 response = self._client.send(self._request(self._client), stream=True)
                 with self._lock:
                     self._response = response
-                content = response.read() if response.status_code != 200 else b""
+                content = read_head(response) if self._wants_body(response) else b""
             except httpx.TransportError as exc:
                 session.transport_failed(exc, "connect failed")
                 return
@@ -146,3 +146,4 @@ class ResumableStream(StreamBase[T]):
                 raise
         else:
             session.feed(data)
+

@@ -3,19 +3,30 @@
 Every event is printed (a wire v2 frame as its kind and fields, any other event as its name, id and
 data), in colour when stdout is a terminal, or as one JSON object per line with ``--json``. A drop
 (the body ends without a terminal frame, the network fails, or nothing arrives for
-``--idle-timeout`` seconds) re-attaches with ``Last-Event-ID`` after a backoff, saying so on stderr;
-wire v2 chunks already printed are not printed again. The command ends on a terminal frame
-(exit 0 for ``end``, 1 for a final ``fail`` or ``truncated``), when the re-attach caps are reached
-(exit 1), or on Ctrl-C (exit 130). A plain SSE stream has no terminal frame, so it is followed like
-a browser's EventSource follows it: until it fails for good or ``--no-reconnect``.
+``--idle-timeout`` seconds) re-attaches with ``Last-Event-ID`` after a backoff; wire v2 chunks
+already printed are not printed again. What happens goes to stderr, in the lines the library client
+logs (``streamwire.client``): why a connection ended, where it re-attaches from, in how long,
+which attempt of how many. A stream that keeps answering with a recoverable ``fail`` is retried
+with a growing delay (up to 30 s) and the message says how often it failed in a row.
+
+The command ends on a terminal frame (exit 0 for ``end``, 1 for a final ``fail`` or
+``truncated``), when a re-attach cap is reached (exit 1; ``--max-attempts``, ``--max-elapsed``), on
+an answer that is not an event stream (exit 1), on bad arguments (exit 2) or on Ctrl-C (exit 130,
+quietly). A plain SSE stream has no terminal frame, so it is followed like a browser's EventSource
+follows it: until it fails for good or ``--no-reconnect``. On a long replay a progress line
+(chunks replayed / head) is kept on stderr when it is a terminal, and plain lines are written when
+it is not.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, Final, TextIO
 
 import httpx
@@ -34,11 +45,14 @@ from ..frames import (
     TruncatedFrame,
     UnknownFrame,
 )
+from ._base import LOGGER, read_head
 from ._core import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
     Backoff,
     RetryPolicy,
+    describe,
+    is_event_stream,
     request_headers,
     response_error,
 )
@@ -47,13 +61,24 @@ __all__ = ["main"]
 
 _COLOURS: Final = {"chunk": "", "caught-up": "36", "rewound": "33", "end": "32", "fail": "31",
                    "truncated": "31", "event": "35"}
+_USAGE: Final = 2
+#: A replay shorter than this (seconds) shows no progress; then it is redrawn at most this often.
+_PROGRESS_AFTER: Final = 0.25
+#: When stderr is not a terminal, a plain progress line at most this often (seconds).
+_PROGRESS_PLAIN_EVERY: Final = 2.0
+#: Tail's backoff: a person is watching, so the first retry comes soon and none waits over 30 s.
+_BACKOFF_INITIAL: Final = 1.0
+_BACKOFF_MAX: Final = 30.0
+_CAPS: Final = ("--max-attempts", "--max-elapsed", "raise it, or pass 0 for no limit")
 
 
 class _Out:
-    """Prints events: human lines (coloured on a terminal) or JSON lines."""
+    """Prints events (human lines, coloured on a terminal, or JSON lines) and progress."""
 
     def __init__(self, out: TextIO, err: TextIO, *, as_json: bool, colour: bool) -> None:
         self.out, self.err, self.as_json, self.colour = out, err, as_json, colour
+        self.tty = err.isatty()
+        self._drawn = False  # a progress line is on the terminal
 
     def event(self, kind: str, record: dict[str, Any], human: str) -> None:
         if self.as_json:
@@ -66,8 +91,61 @@ class _Out:
         self.out.flush()
 
     def say(self, text: str) -> None:
+        self.clear()
         self.err.write(f"streamwire tail: {text}\n")
         self.err.flush()
+
+    def progress(self, text: str) -> None:
+        if self.tty:
+            self.err.write(f"\r\x1b[Kstreamwire tail: {text}")
+            self._drawn = True
+            self.err.flush()
+        else:
+            self.say(text)
+
+    def clear(self) -> None:
+        if self._drawn:
+            self.err.write("\r\x1b[K")
+            self._drawn = False
+
+
+class _SayHandler(logging.Handler):
+    """The client's log lines, printed by ``_Out.say`` (so they never tear a progress line)."""
+
+    def __init__(self, out: _Out) -> None:
+        super().__init__(logging.INFO)
+        self._out = out
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._out.say(record.getMessage())
+
+
+class _Replay:
+    """How far a replay got: drawn once it lasts, on stderr."""
+
+    def __init__(self, out: _Out, head: Callable[[], int | None]) -> None:
+        self.out, self.head = out, head
+        self.started = time.monotonic()
+        self.shown = 0.0  # when progress was last shown (0: never)
+        self.chunks = 0
+
+    def chunk(self, sequence: int) -> None:
+        self.chunks += 1
+        now = time.monotonic()
+        every = _PROGRESS_AFTER if self.out.tty else _PROGRESS_PLAIN_EVERY
+        if now - self.started < _PROGRESS_AFTER or now - self.shown < every:
+            return
+        self.shown = now
+        head = self.head()
+        if head is not None and head >= sequence:
+            self.out.progress(f"replaying: {sequence:,} / {head:,} chunks "
+                              f"({100 * sequence // max(head, 1)}%)")
+        else:
+            self.out.progress(f"replaying: chunk {sequence:,}")
+
+    def done(self, head: int) -> None:
+        if self.shown:
+            self.out.say(f"replayed {self.chunks:,} chunks; live from head {head:,}")
 
 
 def _data(text: str) -> Any:
@@ -84,30 +162,55 @@ class _Tail:
         self.plain_id = ""  # the last id of a plain SSE stream (a wire v2 one resumes by cursor)
         self.retry: int | None = None
         self.wire = False  # a wire v2 frame was seen: the stream ends on its terminal
-        self.backoff = Backoff(RetryPolicy(max_attempts=args.max_attempts, max_elapsed=None,
-                                           backoff_initial=1.0, backoff_max=30.0))
+        policy = RetryPolicy(max_attempts=args.max_attempts or None,
+                             max_elapsed=args.max_elapsed or None,
+                             backoff_initial=_BACKOFF_INITIAL, backoff_max=_BACKOFF_MAX)
+        self.backoff = Backoff(policy, caps=_CAPS)
         self.connections = 0
+        self.replay: _Replay | None = None
+        self.client: httpx.Client | None = None
+        self._head: int | None = None  # the stream's head from /info, once asked
+        self._asked = False
 
     def run(self, client: httpx.Client) -> int:
+        self.client = client
         while True:
             try:
                 code = self.connection(client)
             except (StreamwireError, httpx.TransportError) as exc:
                 error = exc if isinstance(exc, StreamwireError) else _drop(exc, self.state.cursor)
                 if self.args.no_reconnect:
-                    self.out.say(f"{_describe(error)}; not re-attaching (--no-reconnect)")
+                    self.out.say(f"{describe(error)}; not re-attaching (--no-reconnect)")
                     return 1
                 try:
                     delay = self.backoff.next_delay(error, time.monotonic(), self.retry,
                                                     self.state.cursor)
                 except StreamwireError as final:
-                    self.out.say(f"{_describe(final)}")
+                    self.out.say(describe(final))
                     return 1
                 where = f"Last-Event-ID {self.last_id}" if self.last_id else "the start"
-                self.out.say(f"{_describe(error)}; re-attaching from {where} in {delay:.1f}s")
+                level = logging.INFO if self.backoff.attempt == 1 else logging.WARNING
+                LOGGER.log(level, "%s", self.backoff.reattach_message(error, delay, where))
                 time.sleep(delay)
                 continue
             return code
+
+    def head(self) -> int | None:
+        """The stream's head for a progress line: asked once, of ``GET .../info`` beside
+        ``.../sse``, when a replay first lasts long enough to show; None if it cannot tell."""
+        if not self._asked:
+            self._asked = True
+            url = httpx.URL(self.args.url)
+            if self.client is not None and url.path.endswith("/sse"):
+                try:
+                    info = self.client.get(url.copy_with(path=url.path[:-3] + "info"),
+                                           headers=self.args.headers,
+                                           timeout=DEFAULT_CONNECT_TIMEOUT)
+                    head = info.json().get("head") if info.status_code == 200 else None
+                except (httpx.HTTPError, ValueError, AttributeError):
+                    head = None
+                self._head = head if type(head) is int else None
+        return self._head
 
     @property
     def last_id(self) -> str:
@@ -118,30 +221,34 @@ class _Tail:
 
     def connection(self, client: httpx.Client) -> int:
         """One connection: print its events; return an exit code once the stream is over."""
-        headers = {**dict(self.args.header), **request_headers(self.last_id)}
+        headers = {**self.args.headers, **request_headers(self.last_id)}
         if self.connections:
             self.state.reattach()
         self.connections += 1
         timeout = httpx.Timeout(DEFAULT_CONNECT_TIMEOUT, read=self.args.idle_timeout)
         with client.stream("GET", self.args.url, headers=headers, timeout=timeout) as response:
-            body = response.read() if response.status_code != 200 else b""
-            error = response_error(response.status_code,
-                                   response.headers.get("content-type", ""),
-                                   response.headers.get("retry-after"), body)
+            kind = response.headers.get("content-type", "")
+            status = response.status_code
+            body = b"" if is_event_stream(status, kind) else read_head(response)
+            error = response_error(status, kind, response.headers.get("retry-after"), body)
             if error is not None:
                 raise error
             if self.connections > 1:
-                self.out.say("re-attached")
+                LOGGER.info("re-attached at cursor %d", self.state.cursor)
+            self.replay = _Replay(self.out, self.head)
             decoder = FrameDecoder(retry=self.retry, unknown_ids=True)
-            for data in response.iter_bytes():
-                code = self.frames(decoder.feed(data), decoder)
-                if code is not None:
-                    return code
-            if self.wire:  # a plain SSE stream drops an unterminated last event (WHATWG)
-                code = self.frames(decoder.flush(), decoder)
-                if code is not None:
-                    return code
-                self.state.eof()  # raises StreamDropError: no terminal frame is a drop
+            try:
+                for data in response.iter_bytes():
+                    code = self.frames(decoder.feed(data), decoder)
+                    if code is not None:
+                        return code
+                if self.wire:  # a plain SSE stream drops an unterminated last event (WHATWG)
+                    code = self.frames(decoder.flush(), decoder)
+                    if code is not None:
+                        return code
+                    self.state.eof()  # raises StreamDropError: no terminal frame is a drop
+            finally:
+                self.out.clear()
         raise StreamDropError("the stream ended; EventSource would reconnect",
                               cursor=self.state.cursor)
 
@@ -179,9 +286,22 @@ class _Tail:
             self.out.say("the cursor is below the retention floor: refetch a snapshot and "
                          "tail again with --cursor <its sequence>")
             return 1
-        if isinstance(frame, ChunkFrame) and not delivered:
-            return None  # already printed before a re-attach
-        self.backoff.progress()
+        match frame:
+            case ChunkFrame(sequence=seq):
+                if not delivered:
+                    return None  # already printed before a re-attach
+                self.backoff.progress()
+                if self.replay is not None:
+                    self.replay.chunk(seq)
+            case CaughtUpFrame(head=head):
+                self.backoff.caught_up()
+                if self.replay is not None:
+                    self.replay.done(head)
+                    self.replay = None
+            case EndFrame():
+                self.backoff.progress()
+            case _:
+                pass
         self.show(frame)
         return 0 if isinstance(frame, EndFrame) else None
 
@@ -203,14 +323,16 @@ class _Tail:
 
 
 def _drop(exc: httpx.TransportError, cursor: int) -> StreamDropError:
-    what = "no byte for --idle-timeout seconds" if isinstance(exc, httpx.ReadTimeout) else str(exc)
-    drop = StreamDropError(f"connection lost ({type(exc).__name__}: {what})", cursor=cursor)
+    if isinstance(exc, httpx.ReadTimeout):
+        what = "no byte for --idle-timeout seconds"
+    elif isinstance(exc, httpx.ConnectError):
+        url = exc.request.url
+        what = f"cannot connect to {url.host}:{url.port or url.scheme}: {exc}"
+    else:
+        what = f"connection lost ({type(exc).__name__}: {exc})"
+    drop = StreamDropError(what, cursor=cursor)
     drop.__cause__ = exc
     return drop
-
-
-def _describe(error: BaseException) -> str:
-    return f"{type(error).__name__}: {error}"
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -220,28 +342,65 @@ def _header(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def main(argv: list[str]) -> int:
-    """Tail the stream at the URL in ``argv``; return the exit code."""
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="streamwire tail",
                                 description="Print the events of an SSE or wire v2 stream, "
                                             "re-attaching on drops.")
     p.add_argument("url", help="the stream URL (e.g. http://127.0.0.1:8000/streams/ID/sse)")
     p.add_argument("--json", action="store_true", help="one JSON object per event, per line")
     p.add_argument("--cursor", type=int, default=0, help="start after this sequence (default 0)")
+    p.add_argument("--token", default=None,
+                   help="send Authorization: Bearer TOKEN (default: $STREAMWIRE_TOKEN, if set)")
     p.add_argument("-H", "--header", type=_header, action="append", default=[],
                    metavar="NAME:VALUE", help="an extra request header (repeatable)")
     p.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT,
                    help=f"seconds without a byte before a drop (default {DEFAULT_IDLE_TIMEOUT:g})")
     p.add_argument("--max-attempts", type=int, default=10,
-                   help="consecutive failed re-attaches before giving up (default 10)")
+                   help="re-attaches in a row without progress before giving up "
+                        "(default 10; 0: never give up)")
+    p.add_argument("--max-elapsed", type=float, default=0.0, metavar="SECONDS",
+                   help="seconds without progress before giving up (default 0: no limit)")
     p.add_argument("--no-reconnect", action="store_true", help="exit on the first drop")
-    args = p.parse_args(argv)
-    if args.cursor < 0 or args.max_attempts < 1:
-        p.error("--cursor must be >= 0 and --max-attempts >= 1")
-    out = _Out(sys.stdout, sys.stderr, as_json=args.json, colour=sys.stdout.isatty())
+    return p
+
+
+def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse what can never work, at once (``p.error`` exits with status 2)."""
+    url: str = args.url
+    if not url.lower().startswith(("http://", "https://")):
+        bare = url.split("://", 1)[-1]
+        p.error(f"the URL must start with http:// or https://, not {url!r} "
+                f"(did you mean http://{bare}?)")
+    if args.cursor < 0 or args.max_attempts < 0 or args.max_elapsed < 0:
+        p.error("--cursor, --max-attempts and --max-elapsed must be >= 0")
+    token = args.token if args.token is not None else os.environ.get("STREAMWIRE_TOKEN", "")
+    headers = dict(args.header)
+    if token:
+        if not token.isascii() or not token.isprintable():
+            p.error("the token (--token or $STREAMWIRE_TOKEN) must be printable ASCII: an HTTP "
+                    "header cannot carry anything else")
+        headers = {"Authorization": f"Bearer {token}", **headers}
+    args.headers = headers
+
+
+def main(argv: list[str]) -> int:
+    """Tail the stream at the URL in ``argv``; return the exit code."""
     try:
-        with httpx.Client() as client:
-            return _Tail(args, out).run(client)
+        p = _parser()
+        args = p.parse_args(argv)
+        _check(p, args)
+        out = _Out(sys.stdout, sys.stderr, as_json=args.json, colour=sys.stdout.isatty())
+        handler = _SayHandler(out)
+        LOGGER.addHandler(handler)
+        LOGGER.setLevel(logging.INFO)
+        LOGGER.propagate = False
+        try:
+            with httpx.Client() as client:
+                return _Tail(args, out).run(client)
+        finally:
+            LOGGER.removeHandler(handler)
+            LOGGER.propagate = True
+            out.clear()
     except KeyboardInterrupt:
         return 130
 
