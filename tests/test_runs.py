@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from starlette.exceptions import HTTPException
@@ -231,3 +232,23 @@ async def test_the_openapi_document_lists_the_runs_paths(backend: Backend) -> No
                  "/runs/{run_id}/status", "/runs/{run_id}/sse"):
         assert path in doc["paths"], path
     assert "RunStatus" in doc["components"]["schemas"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"], indirect=True)
+async def test_a_server_shutting_down_ends_its_runs_with_a_recoverable_fail(
+        backend: Backend) -> None:
+    with serving(backend.factory, ALL) as first:
+        async with httpx.AsyncClient() as client:
+            d = AsyncDispatcher(client, first.base, retry=FAST)
+            run = await d.start("slow", {"pace": 0.02})
+            await anyio.sleep(0.2)
+    with serving(backend.factory, ALL) as second:
+        async with httpx.AsyncClient() as client:
+            status = await AsyncDispatcher(client, second.base).status(run.run_id)
+            body = (await client.get(f"{second.base}/runs/{run.run_id}/sse")).text
+    assert status["status"] == "failed"
+    assert status["errorDetail"] == {"code": "WORKER_SHUTDOWN"}
+    assert status["recoverable"] is True
+    assert body.count("event: fail") == 1
+    assert body.count("event: end") == 0
+    assert '"WORKER_SHUTDOWN"' in body
