@@ -1,16 +1,19 @@
-"""``streamwire demo``: a resumed LLM reply, end to end, in a few seconds.
+"""``streamwire demo``: a run of an agent, cut mid-reply and recovered, end to end, in seconds.
 
-An embedded server (``MemoryLog`` behind ``create_app``, real uvicorn on 127.0.0.1, any free port)
-streams a simulated LLM reply word by word as chat ``chunk`` messages. An ``AsyncResumableStream``
-reads it and prints it as it arrives; midway the demo cuts its own connection and takes the network
-down for a moment while the "model" keeps writing. The stream re-attaches with ``Last-Event-ID``,
-the server replays what was missed, and the demo checks that every chunk arrived exactly once, in
-order, and says how many were replayed.
+An embedded server (``MemoryLog`` behind ``create_app(agents=[reply])``, real uvicorn on 127.0.0.1,
+any free port) serves the runs API. An ``AsyncDispatcher`` starts a run of the ``reply`` agent
+(``POST /runs``), which writes a simulated LLM reply word by word as chat ``chunk`` messages into
+the run's stream, and prints it as it arrives from ``/runs/{id}/sse``; midway the demo cuts its
+own connection and takes the network down for a moment while the agent keeps writing. The
+dispatcher re-attaches with ``Last-Event-ID``, the server replays what was missed, and the demo
+checks that every chunk arrived exactly once, in order, says how many were replayed, and prints
+the run's outcome and its ``/status``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import secrets
 import socket
 import sys
@@ -23,11 +26,12 @@ import httpx
 import uvicorn
 
 from .chat import Chat
-from .client import AsyncResumableStream, RetryPolicy
+from .client import AsyncDispatcher, AsyncRun, RetryPolicy
 from .contract import Message, is_event
 from .errors import StreamwireError
-from .frames import ChunkCodec, encode_message_chunk
+from .frames import ChunkCodec, RemoteOutcomeKind
 from .log.memory import MemoryLog
+from .runs import Completed, RunContext
 from .server import create_app
 
 __all__ = ["main"]
@@ -40,20 +44,26 @@ REPLY = (
     "then the live tail, each chunk exactly once and in order. The reply you are reading was cut "
     "halfway through and resumed; the line below counts what was replayed."
 )
-STREAM_ID = "demo-reply"
 
 
 class _Cuttable(httpx.AsyncBaseTransport):
     """An httpx transport whose current connection the demo can cut, with an outage after it."""
 
-    def __init__(self) -> None:
+    def __init__(self, log: MemoryLog) -> None:
         self._inner = httpx.AsyncHTTPTransport()
         self._current: _CutStream | None = None
         self._down_until = 0.0
+        self._log = log
+        #: Chunks the agent wrote while the reader was away: the log replays them on re-attach.
+        self.replayed = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if time.monotonic() < self._down_until:
             raise httpx.ConnectError("the network is down (demo)", request=request)
+        cursor = request.headers.get("last-event-id")
+        if cursor is not None and request.url.path.endswith("/sse"):
+            run_id = request.url.path.split("/")[2]
+            self.replayed = (await self._log.info(run_id)).head - int(cursor)
         response = await self._inner.handle_async_request(request)
         assert isinstance(response.stream, httpx.AsyncByteStream)
         self._current = _CutStream(response.stream)
@@ -103,66 +113,70 @@ class _Printer:
         self.text(f"{lead}\x1b[2m  [{s}]\x1b[0m\n" if self.colour else f"{lead}  [{s}]\n")
 
 
-async def _writer(log: MemoryLog, words: list[str], delay: float) -> None:
+async def reply(run: RunContext[Chat]) -> Completed:
+    """The demo's agent: the reply word by word, ``input.delay`` seconds apart."""
+    words = [w + " " for w in REPLY.split(" ")]
+    words[-1] = words[-1].rstrip()
     for word in words:
-        await log.append(STREAM_ID, 1, encode_message_chunk(Chat.chunk({"chunk": word})))
-        await anyio.sleep(delay)
-    await log.end_stream(STREAM_ID, "completed",
-                         usage={"inputTokens": 42, "outputTokens": len(words)})
+        await run.emit(Chat.chunk({"chunk": word}))
+        await anyio.sleep(float(run.input["delay"]))
+    return Completed(output={"words": len(words)},
+                     usage={"inputTokens": 42, "outputTokens": len(words)})
 
 
 async def _run(args: argparse.Namespace, out: _Printer) -> int:
     words = [w + " " for w in REPLY.split(" ")]
     words[-1] = words[-1].rstrip()
     log = MemoryLog()
-    await log.create_stream(STREAM_ID)
-    # the demo writes to the log in-process: over HTTP it only reads, so writes get a throwaway token
-    app = create_app(log, token=secrets.token_urlsafe(16))
+    token = secrets.token_urlsafe(16)  # the demo's own dispatcher is the only writer
+    app = create_app(log, token=token, agents=[reply])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0,
                                            log_level="warning", lifespan="on"))
     # Bound and listening before uvicorn starts: the port is known at once and a connection
     # made while uvicorn starts up waits in the backlog.
     sock = socket.create_server(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/streams/{STREAM_ID}/sse"
-
-    def on_reattach(error: StreamwireError, delay: float) -> None:
-        cause = error.__cause__ or error
-        out.note(f"{type(cause).__name__}: {cause} -- re-attaching in {delay:.2f}s")
-
-    transport = _Cuttable()
+    base = f"http://127.0.0.1:{port}"
+    transport = _Cuttable(log)
     client = httpx.AsyncClient(transport=transport)
-    stream = AsyncResumableStream(client, url, decode=ChunkCodec(Chat).decode,
-                                  retry=RetryPolicy(backoff_initial=0.15, backoff_max=0.3),
-                                  on_reattach=on_reattach)
+    dispatcher = AsyncDispatcher(client, base, decode=ChunkCodec(Chat).decode,
+                                 headers={"Authorization": f"Bearer {token}"},
+                                 retry=RetryPolicy(backoff_initial=0.15, backoff_max=0.3))
     received: list[tuple[int, str]] = []
     failure: StreamwireError | None = None
+    run: AsyncRun[Message[Chat, Any] | None] | None = None
+    status: dict[str, Any] = {}
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
-        out.note(f"embedded server on 127.0.0.1:{port}; reading {url}")
-        tg.start_soon(_writer, log, words, args.delay)
-        connections = 1
+        out.note(f"embedded server on 127.0.0.1:{port} serving the agent 'reply'")
         try:
-            async with client, stream:
-                async for msg in stream:
-                    if stream.stats.connections != connections:
-                        connections = stream.stats.connections
+            async with client:
+                run = await dispatcher.start("reply", {"delay": args.delay})
+                out.note(f"POST /runs started run {run.run_id}; reading /runs/{run.run_id}/sse")
+                connections = 1
+                async for msg in run:
+                    if run.connections != connections:
+                        connections = run.connections
                         out.note(f"re-attached with Last-Event-ID: {received[-1][0]}")
                     text = _text(msg)
-                    received.append((stream.cursor, text))
+                    received.append((run.cursor, text))
                     out.text(text)
                     if len(received) == args.cut_after:
                         out.note(f"cutting our own connection after {len(received)} chunks; "
-                                 f"network down for {args.outage}s while the model keeps writing")
+                                 f"network down for {args.outage}s while the agent keeps writing")
                         transport.cut(args.outage)
+                status = await dispatcher.status(run.run_id)
         except StreamwireError as exc:
             failure = exc
         finally:
             server.should_exit = True
-    if failure is not None:
+    if failure is not None or run is None:
         out.note(f"FAILED: {type(failure).__name__}: {failure}")
         return 1
-    return _summary(out, received, words, stream)
+    code = _summary(out, received, words, run, transport.replayed)
+    out.note(f"outcome: {run.outcome.describe() if run.outcome else 'none'}; "
+             f"GET /runs/{run.run_id}/status: {json.dumps(status)}")
+    return code
 
 
 def _text(msg: Message[Chat, Any] | None) -> str:
@@ -172,21 +186,22 @@ def _text(msg: Message[Chat, Any] | None) -> str:
 
 
 def _summary(out: _Printer, received: list[tuple[int, str]], words: list[str],
-             stream: AsyncResumableStream[Any]) -> int:
+             run: AsyncRun[Any], replayed: int) -> int:
     sequences = [seq for seq, _ in received]
     in_order = sequences == list(range(1, len(words) + 1))
     same_text = [t for _, t in received] == words
-    end = stream.end_frame
+    outcome = run.outcome
     out.text("\n" if out.line_start else "\n\n")
-    if not (in_order and same_text and end is not None):
+    if not (in_order and same_text and outcome is not None
+            and outcome.kind is RemoteOutcomeKind.COMPLETED):
         lost = len(set(range(1, len(words) + 1)) - set(sequences))
         repeated = len(sequences) - len(set(sequences))
         out.text(f"FAILED: {lost} chunks lost, {repeated} repeated, in order: {in_order}, "
-                 f"end: {end}\n")
+                 f"outcome: {outcome}\n")
         return 1
-    out.text(f"{stream.stats.replayed} chunks replayed after the cut; none lost, none repeated "
-             f"({len(received)} chunks in order, stream {end.status}, "
-             f"{stream.stats.reattaches} re-attach attempts).\n")
+    out.text(f"{replayed} chunks replayed after the cut; none lost, none repeated "
+             f"({len(received)} chunks in order, stream {outcome.status}, "
+             f"{run.connections - 1} re-attach attempts).\n")
     return 0
 
 
