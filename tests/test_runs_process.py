@@ -95,3 +95,48 @@ async def test_on_redis_start_on_one_process_follow_and_stop_from_another(
             again = await b.start("slow", {"pace": 0.03}, run_id=started.run_id)
             assert again.created is False
     assert len(_calls(calls)) == 1
+
+
+@pytest.mark.parametrize("backend", ["memory"], indirect=True)
+def test_serve_agent_demo_and_the_run_command(backend: Backend) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from helpers.runs_server import SRC, TESTS
+    from streamwire.runs.demo_agent import demo_reply
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {"PYTHONPATH": f"{SRC}:{TESTS}", "STREAMWIRE_TOKEN": "t0ken", "PATH": "/usr/bin:/bin"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "streamwire.cli", "run", url, *args],
+                              capture_output=True, text=True, timeout=60, env=env, check=False)
+
+    with serve_process(backend, ["demo"], port=port):
+        done = run("demo", "--input", '{"prompt": "hello", "pace": 0}', "--run-id", "cli-1")
+        assert done.returncode == 0, done.stderr
+        text, _, last = done.stdout.rstrip("\n").rpartition("\n")
+        assert text.strip() == "".join(demo_reply("hello"))  # same prompt, same reply
+        assert last == "[run cli-1: completed]"
+        assert len("".join(demo_reply("hello")).split()) == 300
+        status = json.loads(run("--status", "cli-1").stdout)
+        assert status["status"] == "completed"
+        assert status["usage"]["outputTokens"] == 300
+        failed = run("demo", "--input", '{"prompt": "please /fail", "pace": 0}')
+        assert failed.returncode == 1
+        assert "failed [AGENT_ERROR]: the agent failed" in failed.stdout
+        paused = run("demo", "--input", '{"prompt": "/pause here", "pace": 0}',
+                     "--run-id", "cli-p")
+        assert paused.returncode == 3
+        assert "[run cli-p: stopped (paused)]" in paused.stdout
+        resumed = httpx.post(f"{url}/runs/cli-p/resume", headers=AUTH,
+                             json={"resumeId": "r1", "input": {"prompt": "go on"}})
+        assert resumed.status_code == 200, resumed.text
+        whole = run("--follow", "cli-p")
+        assert whole.returncode == 0, whole.stderr
+        assert whole.stdout.startswith("".join(demo_reply("/pause here"))[:200])
+        assert whole.stdout.rstrip().endswith("[run cli-p: completed]")
+        assert "".join(demo_reply("/pause here")) in whole.stdout
+        assert run("--status", "nope").returncode == 1
