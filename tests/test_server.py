@@ -4,7 +4,6 @@ backend that exists (memory, SQLite, Redis)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import shutil
 import signal
@@ -12,8 +11,7 @@ import socket
 import subprocess
 import threading
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,178 +22,30 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from conftest import require
+from helpers.server import (
+    LogFactory,
+    append,
+    backend,
+    chunks_of,
+    next_frame,
+    read_all,
+    serving,
+    sse,
+    wait_for,
+)
 from streamwire.frames import (
     CaughtUpFrame,
     ChunkFrame,
     EndFrame,
     FailFrame,
     RewoundFrame,
-    StreamFrame,
     TruncatedFrame,
-    UnknownFrame,
-    decode_stream_frame,
 )
-from streamwire.log import StreamLog
 from streamwire.log.memory import MemoryLog
-from streamwire.server import DrainingServer, StreamApp, bearer_token, create_app, uvicorn_server
-from streamwire.sse import SSEDecoder
+from streamwire.server import bearer_token, create_app
 
 pytestmark = pytest.mark.anyio
-
-LogFactory = Callable[[], StreamLog]
-
-
-def _redis_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[LogFactory]:
-    kind = request.param
-    if kind == "memory":
-        yield MemoryLog
-    elif kind == "sqlite":
-        require(importlib.util.find_spec("streamwire.log.sqlite") is not None,
-                "streamwire.log.sqlite is not there yet")
-        from streamwire.log.sqlite import SQLiteLog  # type: ignore[import-not-found,unused-ignore]
-
-        path = tmp_path / "streams.db"
-        yield lambda: SQLiteLog(path)  # type: ignore[no-any-return,unused-ignore]
-    else:
-        require(importlib.util.find_spec("streamwire.log.redis") is not None and _redis_up(),
-                "needs streamwire.log.redis and a Redis server on 127.0.0.1:6379")
-        from streamwire.log.redis import RedisLog
-
-        prefix = f"swtest-server-{uuid.uuid4().hex[:12]}"
-        yield lambda: RedisLog("redis://127.0.0.1:6379/0", prefix=prefix)
-        import redis
-
-        client = redis.Redis()
-        keys = list(client.scan_iter(f"{prefix}:*"))
-        if keys:
-            client.delete(*keys)
-        client.close()
-
-
-@dataclass
-class Running:
-    base: str
-    app: StreamApp
-    server: DrainingServer
-    thread: threading.Thread
-
-    def stop(self) -> None:
-        self.server.handle_exit(signal.SIGTERM, None)
-        self.thread.join(10)
-        assert not self.thread.is_alive(), "the server did not exit"
-
-
-@contextlib.contextmanager
-def serving(log_factory: LogFactory, **app_options: Any) -> Iterator[Running]:
-    """uvicorn on 127.0.0.1:<free port> in a thread, serving ``create_app(log_factory(), ...)``."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    made: dict[str, Any] = {}
-    ready = threading.Event()
-
-    async def main() -> None:
-        log = log_factory()
-        if "authorize" not in app_options and "token" not in app_options:
-            app_options.setdefault("allow_anonymous_writes", True)
-        app = create_app(log, **app_options)
-        server = uvicorn_server(app, log_level="warning")
-        made.update(app=app, server=server)
-        ready.set()
-        try:
-            await server.serve(sockets=[sock])
-        finally:
-            await log.aclose()
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    deadline = time.monotonic() + 10
-    while not made["server"].started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    running = Running(f"http://127.0.0.1:{port}", made["app"], made["server"], thread)
-    try:
-        yield running
-    finally:
-        if thread.is_alive():
-            running.stop()
-        sock.close()
-
-
-Item = StreamFrame | UnknownFrame | str  # a str is a comment
-
-
-@contextlib.asynccontextmanager
-async def sse(client: httpx.AsyncClient, stream_id: str, *, cursor: int | None = None,
-              headers: dict[str, str] | None = None,
-              ) -> AsyncIterator[tuple[httpx.Response, AsyncIterator[Item]]]:
-    """Open ``/sse``; yields the response and an iterator of frames and comments (in order)."""
-    params = {"cursor": str(cursor)} if cursor is not None else None
-    async with client.stream("GET", f"/streams/{stream_id}/sse", params=params,
-                             headers=headers) as resp:
-        yield resp, _items(resp)
-
-
-async def _items(resp: httpx.Response) -> AsyncIterator[Item]:
-    comments: list[str] = []
-    decoder = SSEDecoder(on_comment=comments.append)
-    async for piece in resp.aiter_raw():
-        events = decoder.feed(piece)
-        for text in comments:
-            yield text
-        comments.clear()
-        for event in events:
-            yield decode_stream_frame(event)
-    for event in decoder.flush():
-        yield decode_stream_frame(event)
-
-
-async def read_all(client: httpx.AsyncClient, stream_id: str, cursor: int | None = None,
-                   **kw: Any) -> list[StreamFrame | UnknownFrame]:
-    """Every frame of one connection until the body closes."""
-    with anyio.fail_after(10):
-        async with sse(client, stream_id, cursor=cursor, **kw) as (resp, items):
-            assert resp.status_code == 200, resp.read()
-            return [item async for item in items if not isinstance(item, str)]
-
-
-async def next_frame(items: AsyncIterator[Item]) -> StreamFrame | UnknownFrame:
-    with anyio.fail_after(10):
-        async for item in items:
-            if not isinstance(item, str):
-                return item
-    raise AssertionError("the body closed")
-
-
-def chunks_of(frames: list[Any]) -> list[tuple[int, bytes]]:
-    return [(f.sequence, bytes(f.chunk)) for f in frames if isinstance(f, ChunkFrame)]
-
-
-async def append(client: httpx.AsyncClient, stream_id: str, *chunks: Any, step: int = 1,
-                 headers: dict[str, str] | None = None) -> list[int]:
-    resp = await client.post(f"/streams/{stream_id}/chunks", headers=headers,
-                             json=[{"step": step, "chunk": c} for c in chunks])
-    assert resp.status_code == 200, resp.text
-    sequences: list[int] = resp.json()["sequences"]
-    return sequences
-
-
-async def wait_for(predicate: Callable[[], bool], limit: float = 5.0) -> None:
-    """Poll a condition on the server's thread (no event crosses the two loops)."""
-    with anyio.fail_after(limit):
-        while not predicate():  # noqa: ASYNC110
-            await anyio.sleep(0.01)
-
+__all__ = ["backend"]  # a fixture, used by name
 
 # ---- routes, on every backend -------------------------------------------------------------------
 

@@ -148,6 +148,13 @@ def _run_serve(args: argparse.Namespace) -> int:
         token = secrets.token_urlsafe(24)
         print(f"streamwire serve: no --token given; writes need: Authorization: Bearer {token}",
               file=sys.stderr, flush=True)
+    from .server import bearer_token
+
+    try:
+        bearer_token(token)  # refuses a token no HTTP client could send
+    except ValueError as exc:
+        print(f"streamwire serve: --token: {exc}", file=sys.stderr)
+        return _USAGE_ERROR
     # uvicorn re-raises the signal it shut down on once it is done, to die of it; a stop asked
     # for by a signal exits here instead, after the drain (also when it arrives before uvicorn
     # starts): 0 for SIGTERM, 130 for Ctrl-C.

@@ -28,6 +28,7 @@ from ._auth import Access, Authorize, bearer_token, write_protection
 from ._http import (
     Refusal,
     WriteAPI,
+    check_stream_id,
     encode_json,
     parse_cursor,
     refusal_for,
@@ -86,8 +87,6 @@ DEFAULT_MAX_BATCH_CHUNKS: Final = 10_000
 DEFAULT_MAX_STREAM_ID_LENGTH: Final = 256
 #: Seconds ``drain()`` waits for open connections to write their ``fail`` frame and close.
 DEFAULT_SHUTDOWN_GRACE_PERIOD: Final = 5.0
-
-_MAX_CURSOR_DIGITS: Final = 18
 
 
 @final
@@ -272,7 +271,7 @@ class StreamApp(Starlette):
         request = Request(scope, receive)
         cors = self._cors_headers(request)
         try:
-            self._check_id(stream_id)
+            self._check_id(scope, stream_id)
             header = request.headers.get("last-event-id")
             if header:
                 cursor = parse_cursor(header.strip(), "Last-Event-ID")
@@ -367,7 +366,7 @@ class StreamApp(Starlette):
         async def endpoint(request: Request) -> Response:
             stream_id: str = request.path_params["stream_id"]
             try:
-                self._check_id(stream_id)
+                self._check_id(request.scope, stream_id)
                 await self._check_access(request, stream_id, access)
                 return await handler(request, stream_id)
             except Exception as exc:
@@ -395,10 +394,8 @@ class StreamApp(Starlette):
 
     # ---- shared checks and error mapping -------------------------------------------------------
 
-    def _check_id(self, stream_id: str) -> None:
-        if len(stream_id) > self._max_id:
-            raise Refusal(400, f"the stream id has {len(stream_id)} characters, over the limit "
-                                f"of {self._max_id} (create_app(max_stream_id_length=...))")
+    def _check_id(self, scope: Scope, stream_id: str) -> None:
+        check_stream_id(stream_id, self._max_id, scope.get("raw_path"))
 
     async def _check_access(self, request: Request, stream_id: str, access: Access) -> None:
         if self._authorize is not None:

@@ -22,7 +22,15 @@ Authorize: TypeAlias = Callable[[Request, str, Access], "Awaitable[None] | None"
 
 def bearer_token(token: str, *, protect_reads: bool = False) -> Authorize:
     """An ``authorize`` hook that requires ``Authorization: Bearer <token>`` for writes (and for
-    reads when ``protect_reads``); a missing token is 401, a wrong one 403."""
+    reads when ``protect_reads``); a missing token is 401, a wrong one 403.
+
+    Raises:
+        ValueError: ``token`` is not visible ASCII (HTTP clients cannot send anything else
+            reliably, so such a token could never be matched).
+    """
+    if not token or not token.isascii() or not token.isprintable() or " " in token:
+        raise ValueError("the bearer token must be visible ASCII characters (no spaces or "
+                         "control characters), as HTTP clients send it")
     expected = token.encode()
 
     def authorize(request: Request, stream_id: str, access: Access) -> None:

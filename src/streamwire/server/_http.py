@@ -5,12 +5,19 @@ exception to it in one place (httpx's ``map_httpcore_exceptions`` way): the app'
 ``Refusal``, a hook's ``HTTPException``, msgspec's decode (400) and validation (422) errors,
 streamwire errors by their ``status_hint``; anything else is a 500 whose text stays off the wire
 unless the app exposes errors.
+
+Hostile input is refused here, before any log call, so every backend answers it the same way and
+nothing is half-applied: a body that is not UTF-8 or nests deeper than ``MAX_JSON_DEPTH``, a step
+or cursor above ``MAX_SAFE_INTEGER``, a stream id that is not printable text or whose
+percent-decoding is not UTF-8 (all 400).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from typing import Annotated, Any, Final
+import urllib.parse
+from typing import Annotated, Any, Final, TypeVar
 
 import msgspec
 from starlette.exceptions import HTTPException
@@ -23,10 +30,14 @@ from ..log import StreamInfo, StreamLog
 from ._sse import Send
 
 __all__ = [
+    "MAX_JSON_DEPTH",
+    "MAX_SAFE_INTEGER",
     "Refusal",
     "WriteAPI",
+    "check_stream_id",
     "chunks_decoder",
     "cleanup_decoder",
+    "decode_json",
     "encode_json",
     "end_decoder",
     "fail_decoder",
@@ -40,8 +51,17 @@ __all__ = [
 
 logger = logging.getLogger("streamwire.server")
 
-_MAX_CURSOR_DIGITS: Final = 18
+#: The largest integer a JavaScript reader holds exactly (``Number.MAX_SAFE_INTEGER``): a step or
+#: a cursor above it is refused with 400 on every backend, whatever the backend could store.
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+#: Nesting of arrays and objects in a request body. Far deeper than any real payload, and far
+#: under the ~1,000 levels at which Python's recursion limit stops msgspec (and every backend's
+#: re-encoding of an end or fail payload) with a ``RecursionError``.
+MAX_JSON_DEPTH: Final = 256
+#: Digits of ``MAX_SAFE_INTEGER``: a longer cursor is refused before ``int()`` reads it.
+_MAX_CURSOR_DIGITS: Final = 16
 _Step = Annotated[int, msgspec.Meta(ge=0)]
+_T = TypeVar("_T")
 
 
 class ChunkIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -107,6 +127,8 @@ def refusal_for(exc: Exception, *, expose_errors: bool) -> Refusal:
         return Refusal(422, f"the body does not have the expected shape: {exc}")
     if isinstance(exc, msgspec.DecodeError):
         return Refusal(400, f"the body is not valid JSON: {exc}")
+    if isinstance(exc, RecursionError):  # decode_json's depth check should have caught it
+        return Refusal(400, "the body nests arrays and objects too deeply")
     if isinstance(exc, StreamwireError):
         status = exc.status_hint
         if status < 500 or expose_errors:
@@ -142,10 +164,73 @@ def info_json(info: StreamInfo) -> dict[str, Any]:
 
 
 def parse_cursor(text: str, source: str) -> int:
-    """A cursor is all ASCII digits (``+1``, ``-1``, ``1_0`` and ``1.5`` are refused)."""
+    """A cursor is all ASCII digits (``+1``, ``-1``, ``1_0`` and ``1.5`` are refused), at most
+    ``MAX_SAFE_INTEGER``."""
     if not text.isascii() or not text.isdigit() or len(text) > _MAX_CURSOR_DIGITS:
-        raise Refusal(400, f"{source} must be a non-negative integer sequence, got {text[:40]!r}")
-    return int(text)
+        raise Refusal(400, f"{source} must be a non-negative integer sequence up to 2^53 - 1, "
+                           f"got {text[:40]!r}")
+    cursor = int(text)
+    check_safe_integer(cursor, source)
+    return cursor
+
+
+def check_safe_integer(value: int, what: str) -> None:
+    """Refuse (400) an integer a JavaScript reader could not hold exactly."""
+    if value > MAX_SAFE_INTEGER:
+        raise Refusal(400, f"{what} is {value}, above 2^53 - 1 ({MAX_SAFE_INTEGER}), the largest "
+                           "integer every reader holds exactly")
+
+
+def check_stream_id(stream_id: str, max_length: int, raw_path: bytes | None) -> None:
+    """Refuse (400) a stream id that is too long, holds a control or invisible character (it
+    would reach log lines and keys raw), or whose percent-decoding is not UTF-8 (servers decode it
+    with replacement, so ``alias%FF`` and ``alias%FE`` would both name ``alias\ufffd``)."""
+    if len(stream_id) > max_length:
+        raise Refusal(400, f"the stream id has {len(stream_id)} characters, over the limit "
+                           f"of {max_length} (create_app(max_stream_id_length=...))")
+    if not stream_id.isprintable():
+        bad = next(c for c in stream_id if not c.isprintable())
+        raise Refusal(400, f"the stream id contains the control or invisible character "
+                           f"U+{ord(bad):04X}; ids are printable text")
+    if "\ufffd" in stream_id:
+        try:
+            urllib.parse.unquote_to_bytes(raw_path if raw_path is not None else b"%FF").decode()
+        except UnicodeDecodeError:
+            raise Refusal(400, "the stream id is not UTF-8 once percent-decoded") from None
+
+
+# Everything but the four bracket bytes (deleted by ``bytes.translate``), and the bracket bytes
+# as signed steps: +1 to open, -1 (0xff) to close.
+_NOT_BRACKETS: Final = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEPS: Final = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+
+
+def json_depth(text: bytes) -> int:
+    """How deep arrays and objects nest in the JSON ``text``, found with C-level bytes operations
+    only (no recursion, no per-byte Python loop)."""
+    # Escapes first, so that a quote inside a string never ends it: an escaped backslash pair,
+    # then an escaped quote. What is left splits on quotes into outside/inside/outside/...
+    text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    outside = b"".join(text.split(b'"')[::2])
+    steps = outside.translate(None, _NOT_BRACKETS).translate(_BRACKET_STEPS)
+    return max(itertools.accumulate(memoryview(steps).cast("b")), default=0)
+
+
+def decode_json(decoder: msgspec.json.Decoder[_T], body: bytes) -> _T:
+    """Decode a request body: UTF-8 (JSON text must be; a chunk is re-sent as it came), at most
+    ``MAX_JSON_DEPTH`` deep, then ``decoder``'s shape."""
+    if not body.isascii():
+        try:
+            body.decode()
+        except UnicodeDecodeError as exc:
+            raise Refusal(400, f"the body is not valid UTF-8 (byte {exc.start}); JSON text "
+                               "must be") from None
+    if body.count(b"[") + body.count(b"{") > MAX_JSON_DEPTH:
+        depth = json_depth(body)
+        if depth > MAX_JSON_DEPTH:
+            raise Refusal(400, f"the body nests arrays and objects {depth} deep, over the limit "
+                               f"of {MAX_JSON_DEPTH}")
+    return decoder.decode(body)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -178,10 +263,12 @@ class WriteAPI:
         return json_response(info_json(await self.log.info(stream_id)))
 
     async def chunks(self, request: Request, stream_id: str) -> Response:
-        items = chunks_decoder.decode(await read_body(request, self.max_body))
+        items = decode_json(chunks_decoder, await read_body(request, self.max_body))
         if len(items) > self.max_batch:
             raise Refusal(413, f"the batch has {len(items)} chunks, over the limit of "
                                 f"{self.max_batch} (create_app(max_batch_chunks=...))")
+        for item in items:
+            check_safe_integer(item.step, "a step")
         batch = [(item.step, bytes(item.chunk)) for item in items]
         sequences = await self.log.append_many(stream_id, batch) if batch else []
         if not batch:
@@ -189,19 +276,20 @@ class WriteAPI:
         return json_response({"sequences": sequences})
 
     async def end(self, request: Request, stream_id: str) -> Response:
-        body = end_decoder.decode(await read_body(request, self.max_body))
+        body = decode_json(end_decoder, await read_body(request, self.max_body))
         await self.log.end_stream(stream_id, body.status, output=body.output, state=body.state,
                                   usage=body.usage)
         return json_response(info_json(await self.log.info(stream_id)))
 
     async def fail(self, request: Request, stream_id: str) -> Response:
-        body = fail_decoder.decode(await read_body(request, self.max_body))
+        body = decode_json(fail_decoder, await read_body(request, self.max_body))
         await self.log.fail_stream(stream_id, body.error, error_detail=body.error_detail,
                                    recoverable=body.recoverable)
         return json_response(info_json(await self.log.info(stream_id)))
 
     async def cleanup(self, request: Request, stream_id: str) -> Response:
-        body = cleanup_decoder.decode(await read_body(request, self.max_body))
+        body = decode_json(cleanup_decoder, await read_body(request, self.max_body))
+        check_safe_integer(body.step, "the step")
         rewound = await self.log.cleanup_to_step(stream_id, body.step)
         return json_response(msgspec.to_builtins(rewound))
 

@@ -1,0 +1,162 @@
+"""The stream server against hostile input and load, over real sockets on every backend: each
+hostile input gets the same clear 4xx with nothing half-applied; caps hold under a burst; readers
+that never read are evicted with their sockets reset and their memory freed."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from helpers.server import LogFactory, append, backend, read_all, serving
+from streamwire.cli import main
+from streamwire.frames import ChunkFrame, EndFrame
+from streamwire.server import bearer_token
+
+pytestmark = pytest.mark.anyio
+__all__ = ["backend"]  # a fixture, used by name
+
+SAFE = 2**53 - 1
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+@pytest.fixture
+def server_log_lines() -> Iterator[list[str]]:
+    """Every line the server's logger writes (formatted, as an operator reads them)."""
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(self.format(record))
+
+    handler = Collect()
+    logger = logging.getLogger("streamwire.server")
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+
+
+# ---- hostile input: the same 4xx on every backend, nothing half-applied -------------------------
+
+
+async def test_integers_above_2_53_are_refused_everywhere(backend: LogFactory) -> None:
+    with serving(backend) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/n")
+            await append(client, "n", "one")
+            for step in (SAFE + 1, 2**63, 2**64 + 1, 10**30):
+                resp = await client.post("/streams/n/chunks",
+                                         content=b'[{"step": 0, "chunk": 1}, {"step": %d, '
+                                                 b'"chunk": 2}]' % step)
+                assert resp.status_code == 400, resp.text
+                assert "above 2^53 - 1" in resp.json()["error"]
+                resp = await client.post("/streams/n/cleanup", content=b'{"step": %d}' % step)
+                assert resp.status_code == 400, resp.text
+                for params, headers in (({"cursor": str(step)}, {}),
+                                        ({}, {"Last-Event-ID": str(step)})):
+                    resp = await client.get("/streams/n/sse", params=params, headers=headers)
+                    assert resp.status_code == 400, resp.text
+                    assert "2^53 - 1" in resp.json()["error"]
+            # the largest safe values are still served by the usual rules
+            assert (await client.post("/streams/n/chunks",
+                                      json=[{"step": SAFE, "chunk": 3}])).status_code == 200
+            resp = await client.get("/streams/n/sse", params={"cursor": str(SAFE)})
+            assert resp.status_code == 409  # a real cursor, above this stream's head
+            info = (await client.get("/streams/n/info")).json()
+            assert (info["head"], info["status"], info["truncatedAtStep"]) == (2, "active", None)
+
+
+async def test_deeply_nested_json_is_400_not_500(backend: LogFactory) -> None:
+    with serving(backend) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/d")
+            for depth in (300, 1000, 5000, 100_000):
+                bodies = {
+                    "chunks": b'[{"step": 0, "chunk": ' + nested(depth) + b"}]",
+                    "end": b'{"status": "completed", "output": ' + nested(depth) + b"}",
+                    "fail": b'{"error": "x", "recoverable": false, "errorDetail": {"a": '
+                            + nested(depth) + b"}}",
+                }
+                for route, body in bodies.items():
+                    resp = await client.post(f"/streams/d/{route}", content=body)
+                    assert resp.status_code == 400, (route, depth, resp.text[:200])
+                    assert "nests arrays and objects" in resp.json()["error"]
+            # brackets inside strings and escaped quotes do not count as nesting
+            tricky = b'"' + b'[{\\"\\\\' * 400 + b'"'
+            ok = await client.post("/streams/d/chunks",
+                                   content=b'[{"step": 0, "chunk": [' + tricky + b", "
+                                           + nested(200) + b"]}]")
+            assert ok.status_code == 200, ok.text
+            info = (await client.get("/streams/d/info")).json()
+            assert (info["head"], info["status"]) == (1, "active")
+
+
+async def test_invalid_utf8_and_lone_surrogates_in_a_chunk_are_refused(backend: LogFactory) -> None:
+    with serving(backend) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/u")
+            for bad in (b'"\xff"', b'"a\xfeb"', b'"\xed\xa0\x80"', b'"\xc0\xaf"', b'"\\ud800"',
+                        b'{"k": "x\\udc00y"}', b'"\xf4\x90\x80\x80"'):
+                resp = await client.post("/streams/u/chunks",
+                                         content=b'[{"step": 0, "chunk": ' + bad + b"}]")
+                assert resp.status_code == 400, (bad, resp.text)
+            for bad_end in (b'{"status": "completed", "output": "\xff"}',
+                            b'{"error": "\xed\xb0\x80", "recoverable": true}'):
+                route = "end" if b"status" in bad_end else "fail"
+                resp = await client.post(f"/streams/u/{route}", content=bad_end)
+                assert resp.status_code == 400, (bad_end, resp.text)
+            good = '"h\u00e9 \U0001f600 \\ud83d\\ude00"'.encode()
+            resp = await client.post("/streams/u/chunks",
+                                     content=b'[{"step": 0, "chunk": ' + good + b"}]")
+            assert resp.json() == {"sequences": [1]}
+            await client.post("/streams/u/end", json={"status": "completed"})
+            frames = await read_all(client, "u")
+            assert isinstance(frames[0], ChunkFrame)
+            assert bytes(frames[0].chunk) == good  # passed through byte for byte
+            assert frames[-1] == EndFrame(status="completed")
+
+
+async def test_stream_ids_that_are_not_utf8_or_not_printable_are_refused(
+        backend: LogFactory, server_log_lines: list[str]) -> None:
+    with serving(backend) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            for raw in ("alias%FF", "alias%FE", "a%C3", "%ED%A0%80", "a%0Db", "a%0Ab", "a%0D%0A"
+                        "forged%20line", "nul%00", "del%7F", "nel%C2%85", "ls%E2%80%A8", "bidi%E2%80%AE"):
+                for method, route in (("PUT", ""), ("GET", "/info"), ("GET", "/sse"),
+                                      ("POST", "/chunks"), ("POST", "/end")):
+                    resp = await client.request(method, f"/streams/{raw}{route}",
+                                                content=b'[{"step": 0, "chunk": 1}]')
+                    assert resp.status_code == 400, (raw, method, route, resp.text)
+                    error = resp.json()["error"]
+                    assert "not UTF-8" in error or "control or invisible" in error, error
+            # a real U+FFFD, sent as its UTF-8 bytes, is an ordinary character of an id
+            resp = await client.put("/streams/ok%EF%BF%BD")
+            assert resp.status_code == 200, resp.text
+            assert resp.json()["streamId"] == "ok\ufffd"
+            async with client.stream("GET", "/streams/ok%EF%BF%BD/sse"):
+                pass
+    assert server_log_lines, "the server wrote no log line at all"
+    for line in server_log_lines:
+        assert not {"\r", "\n"} & set(line), line
+        assert "forged" not in line, line
+
+
+def test_a_token_no_http_client_can_send_is_refused_at_start(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    for token in ("t\u00f6ken", "two words", "tab\there", "nl\n"):
+        with pytest.raises(ValueError, match="visible ASCII"):
+            bearer_token(token)
+        assert main(["serve", "--port", "0", "--token", token]) == 2
+        err = capsys.readouterr().err
+        assert "--token: the bearer token must be visible ASCII" in err, err
+    bearer_token("abc-._~+/=")  # RFC 6750's b64token characters pass
