@@ -4,13 +4,16 @@ that never read are evicted with their sockets reset and their memory freed."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import socket
 from collections.abc import Iterator
 
+import anyio
 import httpx
 import pytest
 
-from helpers.server import LogFactory, append, backend, read_all, serving
+from helpers.server import LogFactory, append, backend, read_all, serving, wait_for
 from streamwire.cli import main
 from streamwire.frames import ChunkFrame, EndFrame
 from streamwire.server import bearer_token
@@ -160,3 +163,128 @@ def test_a_token_no_http_client_can_send_is_refused_at_start(
         err = capsys.readouterr().err
         assert "--token: the bearer token must be visible ASCII" in err, err
     bearer_token("abc-._~+/=")  # RFC 6750's b64token characters pass
+
+
+# ---- caps under a burst ----------------------------------------------------------------------------
+
+
+async def open_sse(port: int, stream_id: str) -> tuple[int, asyncio.StreamWriter]:
+    """A raw ``GET /sse``: the response's status and the open connection."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /streams/%s/sse HTTP/1.1\r\nHost: t\r\n\r\n" % stream_id.encode())
+    line = await reader.readline()
+    return int(line.split()[1]), writer
+
+
+async def test_caps_hold_under_a_burst_of_connects(backend: LogFactory) -> None:
+    per_stream, total, burst = 20, 30, 3000
+    with serving(backend, max_connections=total, max_connections_per_stream=per_stream,
+                 heartbeat_interval=None) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            for name in ("a", "b"):
+                await client.put(f"/streams/{name}")
+        port = int(srv.base.rsplit(":", 1)[1])
+        names = ["a", "b"] * (burst // 2)
+        with anyio.fail_after(60):
+            results = await asyncio.gather(*(open_sse(port, n) for n in names))
+        try:
+            admitted = {n: sum(1 for (status, _), m in zip(results, names, strict=True)
+                               if status == 200 and m == n) for n in ("a", "b")}
+            statuses = {status for status, _ in results}
+            assert statuses <= {200, 429, 503}, statuses
+            assert sum(admitted.values()) == total, admitted
+            assert max(admitted.values()) <= per_stream, admitted
+            assert srv.app.statistics().open_connections == total
+            assert srv.app.statistics().refused_total == burst - total
+        finally:
+            for _, writer in results:
+                writer.close()
+        await wait_for(lambda: srv.app.statistics().open_connections == 0, limit=10)
+        # and the slots all came back: exactly per_stream more on one stream
+        with anyio.fail_after(30):
+            again = await asyncio.gather(*(open_sse(port, "a") for _ in range(200)))
+        try:
+            assert sum(1 for status, _ in again if status == 200) == per_stream
+        finally:
+            for _, writer in again:
+                writer.close()
+
+
+# ---- readers that never read -------------------------------------------------------------------------
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def server_sockets(port: int, peers: list[socket.socket]) -> int:
+    """The server's TCP sockets (local ``port``) connected to ``peers`` (from /proc/net/tcp)."""
+    peer_ports = {sock.getsockname()[1] for sock in peers}
+    count = 0
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            local, remote = line.split()[1:3]
+            if (int(local.rsplit(":", 1)[1], 16) == port
+                    and int(remote.rsplit(":", 1)[1], 16) in peer_ports):
+                count += 1
+    return count
+
+
+def _read_to_eof(sock: socket.socket) -> None:
+    while sock.recv(65536):
+        pass
+
+
+def stalled_reader(port: int, stream_id: str) -> socket.socket:
+    """A reader that sends its request and never reads a byte (a tiny receive window)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET /streams/%s/sse HTTP/1.1\r\nHost: t\r\n\r\n" % stream_id.encode())
+    return sock
+
+
+async def test_readers_that_never_read_are_reset_and_free_everything(backend: LogFactory) -> None:
+    readers = 200
+    with serving(backend, max_connections_per_stream=readers, send_timeout=0.5,
+                 heartbeat_interval=None) as srv:
+        port = int(srv.base.rsplit(":", 1)[1])
+        async with httpx.AsyncClient(base_url=srv.base, timeout=30) as client:
+            await client.put("/streams/fast")
+            await append(client, "fast", "first")
+            before = rss_bytes()
+            socks = [stalled_reader(port, "fast") for _ in range(readers)]
+            try:
+                await wait_for(lambda: srv.app.statistics().open_connections == readers, 20)
+                refused = await client.get("/streams/fast/sse")
+                assert refused.status_code == 429  # the cap counts the stalled readers exactly
+                assert server_sockets(port, socks) == readers
+                payload = "x" * 8192
+                with anyio.fail_after(60):
+                    while srv.app.statistics().evicted_total < readers:
+                        await append(client, "fast", *([payload] * 16))
+                        await anyio.sleep(0.01)
+                await wait_for(lambda: srv.app.statistics().open_connections == 0, 5)
+                # reset, not left flushing to a peer that never reads: the server holds no socket
+                await wait_for(lambda: server_sockets(port, socks) == 0, 5)
+                grown = rss_bytes() - before
+                assert grown < 64 * 2**20, f"RSS grew by {grown / 2**20:.0f} MiB"
+                socks[0].settimeout(5)
+                with pytest.raises(ConnectionResetError):
+                    _read_to_eof(socks[0])
+            finally:
+                for sock in socks:
+                    sock.close()
+            # every slot came back: the cap admits exactly `readers` again
+            socks = [stalled_reader(port, "fast") for _ in range(readers)]
+            try:
+                await wait_for(lambda: srv.app.statistics().open_connections == readers, 20)
+                assert (await client.get("/streams/fast/sse")).status_code == 429
+            finally:
+                for sock in socks:
+                    sock.close()

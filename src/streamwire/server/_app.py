@@ -270,6 +270,7 @@ class StreamApp(Starlette):
         """The ``GET /streams/{id}/sse`` handler as raw ASGI (``HEAD``: the headers only)."""
         request = Request(scope, receive)
         cors = self._cors_headers(request)
+        conn: Connection | None = None
         try:
             self._check_id(scope, stream_id)
             header = request.headers.get("last-event-id")
@@ -279,25 +280,33 @@ class StreamApp(Starlette):
                 query = request.query_params.get("cursor")
                 cursor = parse_cursor(query, "cursor") if query is not None else 0
             await self._check_access(request, stream_id, "read")
+            # Check and take the slot with no await in between, so a burst of connects cannot
+            # all pass the check while the first ones wait on the log.
             self._check_capacity(stream_id)
+            client = scope.get("client")
+            conn = Connection(stream_id, cursor, f"{client[0]}:{client[1]}" if client else "-")
+            self._reserve(conn)
             info = await self.log.info(stream_id)
             if cursor > info.head:
                 raise Refusal(409, f"cursor {cursor} is above the stream's head {info.head}: "
                                     "it names a chunk this stream never had")
             if scope["method"] == "HEAD":
+                conn.outcome = "refused"  # nothing was streamed: no open / close log lines
                 await send({"type": "http.response.start", "status": 200,
                             "headers": SSE_RESPONSE_HEADERS + cors})
                 await send({"type": "http.response.body", "body": b""})
+                self._release(conn)
                 return
             frames = self.log.read(stream_id, cursor)
         except Exception as exc:
+            if conn is not None:
+                conn.outcome = "refused"
+                self._release(conn)
             refusal = refusal_for(exc, expose_errors=self._expose_errors)
             if refusal.status in (429, 503):
                 self._refused += 1
             await send_error(send, refusal, cors)
             return
-        client = scope.get("client")
-        conn = Connection(stream_id, cursor, f"{client[0]}:{client[1]}" if client else "-")
         conn.waiting = info.head == 0 and info.status == "active"
         if self._drain_on_signal:
             self._chain_signals()
@@ -313,7 +322,7 @@ class StreamApp(Starlette):
         except OSError:
             conn.outcome = "disconnect"
         finally:
-            self._close(conn)
+            self._release(conn)
 
     def _cors_headers(self, request: Request) -> list[tuple[bytes, bytes]]:
         origin = request.headers.get("origin")
@@ -334,15 +343,20 @@ class StreamApp(Starlette):
             raise Refusal(429, f"stream {stream_id!r} has {self._max_per_stream} readers "
                                 "(create_app(max_connections_per_stream=...))", retry)
 
-    def _open(self, conn: Connection) -> None:
+    def _reserve(self, conn: Connection) -> None:
+        """Count ``conn`` against the caps from now until ``_release``."""
         self._conns.add(conn)
         self._per_stream[conn.stream_id] = self._per_stream.get(conn.stream_id, 0) + 1
-        self._opened += 1
         if self._draining:
             conn.stop("shutdown")
+
+    def _open(self, conn: Connection) -> None:
+        self._opened += 1
         logger.info("sse open stream=%s cursor=%d peer=%s", conn.stream_id, conn.cursor, conn.peer)
 
-    def _close(self, conn: Connection) -> None:
+    def _release(self, conn: Connection) -> None:
+        """Uncount ``conn``: its response is over and its socket closed or reset (``serve_frames``
+        returns only then)."""
         self._conns.discard(conn)
         left = self._per_stream[conn.stream_id] - 1
         if left:
@@ -353,9 +367,10 @@ class StreamApp(Starlette):
             self._evicted += 1
         if self._drained is not None and not self._conns:
             self._drained.set()
-        logger.info("sse close stream=%s peer=%s frames=%d outcome=%s seconds=%.1f",
-                    conn.stream_id, conn.peer, conn.frames, conn.outcome,
-                    time.monotonic() - conn.started)
+        if conn.outcome != "refused":
+            logger.info("sse close stream=%s peer=%s frames=%d outcome=%s seconds=%.1f",
+                        conn.stream_id, conn.peer, conn.frames, conn.outcome,
+                        time.monotonic() - conn.started)
 
     # ---- JSON routes -------------------------------------------------------------------------
 

@@ -12,9 +12,15 @@ Theory of operation. One connection is one task group holding three jobs, never 
   the stream is quiet, and its log subscription is released.
 
 Every connection ends in exactly one of: the log's terminal frame, then the body closes (``done``);
-the client left (``disconnect``, nothing more is written); a bare close (``evicted``); a
-``fail{recoverable: true}`` terminal when the server shuts down (``shutdown``) or the log broke
-(``error``). A log reader that ends without a terminal frame gets the recoverable
+the client left (``disconnect``, nothing more is written); a reset (``evicted``: no terminal, so
+the reader re-attaches); a ``fail{recoverable: true}`` terminal when the server shuts down
+(``shutdown``) or the log broke (``error``).
+
+An evicted consumer is not sent a closing write: its window is full, and a close that waits for
+the buffer to drain would keep its socket and buffered bytes for as long as it stays. The
+connection is reset instead (``_reset``), and so is any connection whose closing write does not
+finish within ``CLOSE_TIMEOUT``; ``serve_frames`` returns only once the socket is gone, so the
+caps count a connection exactly as long as it holds a socket. A log reader that ends without a terminal frame gets the recoverable
 ``transport_stream_drop`` fail the seed asks writers for ("Writers guarantee the terminal").
 """
 
@@ -38,21 +44,24 @@ from ..frames import (
     encode_stream_frame,
     transport_drop_frame,
 )
+from ._reset import reset_connection
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
 Receive: TypeAlias = Callable[[], Awaitable[Message]]
 Send: TypeAlias = Callable[[Message], Awaitable[None]]
 
-Outcome: TypeAlias = Literal["open", "done", "disconnect", "evicted", "shutdown", "error"]
+#: How a connection ended; ``refused`` is a request answered with an error before any streaming.
+Outcome: TypeAlias = Literal["open", "done", "disconnect", "evicted", "shutdown", "error",
+                             "refused"]
 
 logger = logging.getLogger("streamwire.server")
 
 #: How long the last write of a connection (a shutdown ``fail`` frame, the closing empty body) may
 #: take before the connection is abandoned; it runs shielded from cancellation.
 CLOSE_TIMEOUT: Final = 1.0
-#: The same for an evicted consumer: its window is already full, so the closing write would only
-#: wait; past this the handler returns and the server drops the connection.
+#: The closing write of an evicted consumer where the server offers no reset (granian, a wrapped
+#: ``send``): its window is already full, so the write would only wait.
 EVICT_CLOSE_TIMEOUT: Final = 0.1
 
 SSE_RESPONSE_HEADERS: Final[list[tuple[bytes, bytes]]] = [
@@ -137,9 +146,23 @@ async def serve_frames(
         if aclose is not None:
             with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 await aclose()
+    if conn.outcome == "evicted" and await _reset(send):
+        return
     with anyio.move_on_after(EVICT_CLOSE_TIMEOUT if conn.outcome == "evicted" else CLOSE_TIMEOUT,
-                             shield=True):
+                             shield=True) as closing:
         await _close(conn, send)
+    if closing.cancelled_caught:  # the peer stopped reading: do not leave the socket flushing
+        await _reset(send)
+
+
+async def _reset(send: Send) -> bool:
+    """Reset the connection and let the server see it gone before the caller releases its slot."""
+    if not reset_connection(send):
+        return False
+    with anyio.CancelScope(shield=True):
+        # the transport's connection_lost (which closes the socket) is already scheduled
+        await anyio.lowlevel.checkpoint()
+    return True
 
 
 async def _close(conn: Connection, send: Send) -> None:
