@@ -5,18 +5,27 @@ that never read are evicted with their sockets reset and their memory freed."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 import socket
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 import pytest
+import uvicorn
 
+import streamwire.server
 from helpers.server import LogFactory, append, backend, read_all, serving, wait_for
 from streamwire.cli import main
 from streamwire.frames import ChunkFrame, EndFrame
 from streamwire.server import bearer_token
+from streamwire.server._reset import resettable_transport
 
 pytestmark = pytest.mark.anyio
 __all__ = ["backend"]  # a fixture, used by name
@@ -288,3 +297,86 @@ async def test_readers_that_never_read_are_reset_and_free_everything(backend: Lo
             finally:
                 for sock in socks:
                     sock.close()
+
+
+# ---- signals and the reset adapter: public routes, or one checked adapter ------------------------
+
+_CHAIN_SCRIPT = """
+import asyncio, os, signal, sys
+from streamwire.server._signals import chain_exit_signals
+
+order = []
+
+async def main(mode):
+    loop = asyncio.get_running_loop()
+    done = asyncio.Event()
+    def server_handler(*_):
+        order.append("server")
+        loop.call_soon_threadsafe(done.set)
+    if mode == "loop":  # granian's workers
+        loop.add_signal_handler(signal.SIGTERM, server_handler)
+    else:  # uvicorn's handle_exit
+        signal.signal(signal.SIGTERM, server_handler)
+    undo = chain_exit_signals(lambda: order.append("drain"))
+    os.kill(os.getpid(), signal.SIGTERM)
+    await asyncio.wait_for(done.wait(), 5)
+    await asyncio.sleep(0.05)
+    undo()
+    os.kill(os.getpid(), signal.SIGTERM)  # undone: only the server's handler now
+    await asyncio.sleep(0.05)
+    print(",".join(order))
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("mode", ["loop", "python"])
+def test_exit_signals_chain_onto_loop_and_python_handlers(mode: str) -> None:
+    out = subprocess.run([sys.executable, "-c", _CHAIN_SCRIPT, mode], capture_output=True,
+                         text=True, timeout=30, check=True).stdout.strip()
+    assert sorted(out.split(",")[:2]) == ["drain", "server"], out
+    assert out.split(",")[2:] == ["server"], out
+
+
+def test_server_modules_reach_into_no_private_attribute_of_another_library() -> None:
+    server = Path(streamwire.server.__file__).parent
+    for path in server.glob("*.py"):
+        text = path.read_text()
+        for private in ("_signal_handlers", "._callback", "._args", "._writer", "._transport"):
+            assert private not in text, f"{path.name} reads {private}"
+    # the one reach-in that has no public route is the reset adapter's, and it names its version
+    assert "_UVICORN_TESTED" in (server / "_reset.py").read_text()
+
+
+async def test_the_reset_adapter_fits_the_installed_uvicorn() -> None:
+    """Fails loudly when a new uvicorn moves the transport the reset adapter uses (then check
+    ``streamwire.server._reset`` against it and widen ``_UVICORN_TESTED``)."""
+    found: list[object] = []
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        found.append(resettable_transport(send))
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=asyncio.run, args=(server.serve(sockets=[sock]),),
+                              daemon=True)
+    thread.start()
+    try:
+        await wait_for(lambda: server.started, 10)
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(f"http://127.0.0.1:{port}/")).text == "ok"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+    version = importlib.metadata.version("uvicorn")
+    assert isinstance(found[0], asyncio.Transport), (
+        f"uvicorn {version}: its ASGI send no longer leads to the connection's transport, or the "
+        "version is outside streamwire.server._reset._UVICORN_TESTED; evicted readers would keep "
+        "their sockets")

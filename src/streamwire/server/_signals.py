@@ -4,12 +4,18 @@ Both servers we test wait for open responses before they tell the app anything: 
 lifespan shutdown only after every connection closed, granian only after its workers stopped
 serving. An SSE stream never closes by itself, so without help a signal leaves them waiting (or
 killing) while readers get no terminal frame. ``chain_exit_signals`` runs a callback first, then
-the handler that was in place, so the server's shutdown goes on as it would have:
+whatever handled the signal before, so the server's shutdown goes on as it would have.
 
-* a Python-level handler (``signal.signal``; uvicorn's ``handle_exit``) is wrapped;
-* a handler installed with ``loop.add_signal_handler`` (granian's workers) is re-installed
-  wrapped. asyncio keeps those in ``loop._signal_handlers``, read here defensively: when it is not
-  there, the signal is left alone.
+It only uses the public ``signal`` API, and that covers both ways a server can own a signal:
+
+* a Python-level handler (``signal.signal``; uvicorn's ``handle_exit``) is wrapped: ours calls
+  the callback, then it;
+* a handler installed with ``loop.add_signal_handler`` (granian's workers) needs nothing more.
+  asyncio installs a no-op Python handler for that signal and learns of it through
+  ``signal.set_wakeup_fd``, which the C-level handler writes to whatever Python handler is set; so
+  wrapping the no-op leaves the loop's own handler running. Ours runs first, as soon as the main
+  thread sees the signal, and hands the callback to the loop before the loop reads its wake-up
+  byte.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, cast
+from typing import Any
 
 __all__ = ["chain_exit_signals"]
 
@@ -41,18 +47,10 @@ def chain_exit_signals(callback: Callable[[], None]) -> Callable[[], None]:
     except RuntimeError:  # trio: its own signal handling, nothing to chain onto
         return _noop
     undo: list[Callable[[], None]] = []
-    found: object = getattr(loop, "_signal_handlers", None)
-    loop_handlers = cast(dict[int, Any], found) if isinstance(found, dict) else {}
     for sig in _EXIT_SIGNALS:
-        handle: Any = loop_handlers.get(sig)
-        cb: Any = getattr(handle, "_callback", None)
-        args: Any = getattr(handle, "_args", None)
-        if callable(cb) and isinstance(args, tuple):
-            undo.append(_chain_loop_handler(loop, sig, callback, cb, handle))
-            continue
         previous = signal.getsignal(sig)
         if callable(previous):
-            undo.append(_chain_python_handler(loop, sig, callback, previous))
+            undo.append(_chain(loop, sig, callback, previous))
 
     def undo_all() -> None:
         for step in undo:
@@ -61,25 +59,8 @@ def chain_exit_signals(callback: Callable[[], None]) -> Callable[[], None]:
     return undo_all
 
 
-def _chain_loop_handler(loop: asyncio.AbstractEventLoop, sig: int, callback: Callable[[], None],
-                        cb: Callable[..., object], handle: Any) -> Callable[[], None]:
-    args: tuple[Any, ...] = handle._args
-
-    def handler() -> None:
-        callback()
-        cb(*args)
-
-    loop.add_signal_handler(sig, handler)
-
-    def undo() -> None:
-        if not loop.is_closed():
-            loop.add_signal_handler(sig, cb, *args)
-
-    return undo
-
-
-def _chain_python_handler(loop: asyncio.AbstractEventLoop, sig: int, callback: Callable[[], None],
-                          previous: Callable[[int, FrameType | None], Any]) -> Callable[[], None]:
+def _chain(loop: asyncio.AbstractEventLoop, sig: int, callback: Callable[[], None],
+           previous: Callable[[int, FrameType | None], Any]) -> Callable[[], None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         # A Python handler runs between two bytecodes of whatever the loop was doing: hand the
         # callback to the loop rather than touching its state from here.

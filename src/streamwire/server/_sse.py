@@ -6,22 +6,24 @@ Theory of operation. One connection is one task group holding three jobs, never 
   each one and awaits ``send``. It never reads ahead: the only buffers are the log's bounded
   per-reader queue and the server's flow-controlled write buffer, so a slow consumer stalls ``send``;
 * the *watchdog* writes heartbeat comments when nothing was written for ``heartbeat_interval`` and
-  evicts the consumer when one ``send`` has been stalled for ``send_timeout`` (a bare close, which a
-  reader treats as a drop and re-attaches from its cursor, seed "The terminal state machine");
+  evicts the consumer when one ``send`` has been stalled for ``send_timeout`` (a reset with no
+  terminal frame, which a reader treats as a drop and re-attaches from its cursor: "The terminal
+  state machine" in the wire v2 seed, ``seeds/000_e7e163321047a0a9.txt``);
 * the *listener* awaits ``http.disconnect`` so a client that leaves is noticed at once, even while
   the stream is quiet, and its log subscription is released.
 
 Every connection ends in exactly one of: the log's terminal frame, then the body closes (``done``);
 the client left (``disconnect``, nothing more is written); a reset (``evicted``: no terminal, so
 the reader re-attaches); a ``fail{recoverable: true}`` terminal when the server shuts down
-(``shutdown``) or the log broke (``error``).
+(``shutdown``) or the log broke (``error``). A log reader that ends without a terminal frame gets
+the recoverable ``transport_stream_drop`` fail the same seed asks writers for ("Writers guarantee
+the terminal").
 
 An evicted consumer is not sent a closing write: its window is full, and a close that waits for
 the buffer to drain would keep its socket and buffered bytes for as long as it stays. The
 connection is reset instead (``_reset``), and so is any connection whose closing write does not
 finish within ``CLOSE_TIMEOUT``; ``serve_frames`` returns only once the socket is gone, so the
-caps count a connection exactly as long as it holds a socket. A log reader that ends without a terminal frame gets the recoverable
-``transport_stream_drop`` fail the seed asks writers for ("Writers guarantee the terminal").
+caps count a connection exactly as long as it holds a socket.
 """
 
 from __future__ import annotations
