@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import logging
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,14 +23,23 @@ import pytest
 import uvicorn
 
 import streamwire.server
-from helpers.server import LogFactory, append, backend, read_all, serving, wait_for
+from helpers.server import (
+    LogFactory,
+    PrivateRedis,
+    append,
+    backend,
+    private_redis,
+    read_all,
+    serving,
+    wait_for,
+)
 from streamwire.cli import main
 from streamwire.frames import ChunkFrame, EndFrame
 from streamwire.server import bearer_token
 from streamwire.server._reset import resettable_transport
 
 pytestmark = pytest.mark.anyio
-__all__ = ["backend"]  # a fixture, used by name
+__all__ = ["backend", "private_redis"]  # fixtures, used by name
 
 SAFE = 2**53 - 1
 
@@ -380,3 +391,41 @@ async def test_the_reset_adapter_fits_the_installed_uvicorn() -> None:
         f"uvicorn {version}: its ASGI send no longer leads to the connection's transport, or the "
         "version is outside streamwire.server._reset._UVICORN_TESTED; evicted readers would keep "
         "their sockets")
+
+
+# ---- a failed write says whether it may have been stored ------------------------------------------
+
+
+async def test_a_write_whose_answer_was_lost_is_504_unknown_not_503(
+        private_redis: PrivateRedis) -> None:
+    from streamwire.log.redis import RedisLog
+
+    def log() -> RedisLog:
+        return RedisLog(private_redis.url, prefix="swtest-outcome", command_timeout=0.5)
+
+    with serving(log) as srv:
+        async with httpx.AsyncClient(base_url=srv.base, timeout=10) as client:
+            await client.put("/streams/o")
+            await append(client, "o", "one")
+            os.kill(private_redis.process.pid, signal.SIGSTOP)  # frozen: the answer never comes
+            try:
+                lost = await client.post("/streams/o/chunks", json=[{"step": 0, "chunk": 2}])
+            finally:
+                os.kill(private_redis.process.pid, signal.SIGCONT)
+            assert lost.status_code == 504, lost.text
+            assert lost.json() == {"error": "the stream log failed", "status": 504,
+                                   "outcome": "unknown"}
+            # and it was honest: the batch may be stored or not, all of it or none
+            head = (await client.get("/streams/o/info")).json()["head"]
+            assert head in (1, 2)
+            private_redis.kill()  # nothing listens: the write is never sent
+            for route, body in (("chunks", [{"step": 0, "chunk": 3}]),
+                                ("end", {"status": "completed"})):
+                refused = await client.post(f"/streams/o/{route}", json=body)
+                assert refused.status_code == 503, refused.text
+                assert refused.json() == {"error": "the stream log failed", "status": 503,
+                                          "outcome": "not-stored"}
+                assert refused.headers["retry-after"] == "1"
+            info = await client.get("/streams/o/info")  # a read: no outcome to tell
+            assert info.status_code == 503
+            assert "outcome" not in info.json()

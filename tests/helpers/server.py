@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import shutil
 import signal
 import socket
+import subprocess
 import threading
 import time
 import uuid
@@ -179,3 +181,41 @@ async def wait_for(predicate: Callable[[], bool], limit: float = 5.0) -> None:
     with anyio.fail_after(limit):
         while not predicate():  # noqa: ASYNC110
             await anyio.sleep(0.01)
+
+
+@dataclass
+class PrivateRedis:
+    url: str
+    process: subprocess.Popen[bytes]
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Any) -> Iterator[PrivateRedis]:
+    """A redis-server of this test's own (so killing it disturbs nobody else)."""
+    require(importlib.util.find_spec("streamwire.log.redis") is not None
+            and shutil.which("redis-server") is not None,
+            "needs streamwire.log.redis and redis-server")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    server = PrivateRedis(f"redis://127.0.0.1:{port}/0", process)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.02)
+        yield server
+    finally:
+        server.kill()

@@ -302,7 +302,8 @@ class StreamApp(Starlette):
             if conn is not None:
                 conn.outcome = "refused"
                 self._release(conn)
-            refusal = refusal_for(exc, expose_errors=self._expose_errors)
+            refusal = refusal_for(exc, expose_errors=self._expose_errors,
+                                  retry_after=self._retry_after)
             if refusal.status in (429, 503):
                 self._refused += 1
             await send_error(send, refusal, cors)
@@ -385,7 +386,8 @@ class StreamApp(Starlette):
                 await self._check_access(request, stream_id, access)
                 return await handler(request, stream_id)
             except Exception as exc:
-                refusal = refusal_for(exc, expose_errors=self._expose_errors)
+                refusal = refusal_for(exc, expose_errors=self._expose_errors,
+                                      write=access == "write", retry_after=self._retry_after)
                 return refusal.response()
 
         return endpoint

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import urllib.parse
-from typing import Annotated, Any, Final, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeAlias, TypeVar, cast
 
 import msgspec
 from starlette.exceptions import HTTPException
@@ -102,23 +102,42 @@ encode_json: Final = msgspec.json.Encoder().encode
 
 
 class Refusal(Exception):
-    """An HTTP error answer: the status, the message sent and extra headers."""
+    """An HTTP error answer: the status, the message sent, extra headers and extra JSON fields."""
 
-    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None,
+                 **fields: object) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.headers = headers or {}
+        self.fields = fields
 
     def body(self) -> bytes:
-        return encode_json({"error": self.message, "status": self.status})
+        return encode_json({"error": self.message, "status": self.status, **self.fields})
 
     def response(self) -> Response:
         return Response(self.body(), self.status, self.headers, media_type="application/json")
 
 
-def refusal_for(exc: Exception, *, expose_errors: bool) -> Refusal:
-    """The answer an exception gets; unexpected text stays off the wire."""
+#: What a failed write did: ``unknown`` (the log's answer was lost after the write was sent: it
+#: may or may not be stored) or ``not-stored`` (nothing changed: retrying is safe).
+Outcome: TypeAlias = Literal["unknown", "not-stored"]
+
+
+def write_outcome(exc: StreamwireError) -> Outcome:
+    """Whether a failed write may have been applied. The log says so with ``outcome``, or with
+    ``retryable`` (a backend error is retryable only when nothing was changed); an error that says
+    neither may have been applied."""
+    said = getattr(exc, "outcome", None)
+    if said in ("unknown", "not-stored"):
+        return cast(Outcome, said)
+    return "not-stored" if exc.retryable else "unknown"
+
+
+def refusal_for(exc: Exception, *, expose_errors: bool, write: bool = False,
+                retry_after: str = "1") -> Refusal:
+    """The answer an exception gets; unexpected text stays off the wire. A backend failure of a
+    ``write`` request says its outcome: 504 ``outcome: unknown`` or 503 ``outcome: not-stored``."""
     if isinstance(exc, Refusal):
         return exc
     if isinstance(exc, HTTPException):
@@ -131,10 +150,16 @@ def refusal_for(exc: Exception, *, expose_errors: bool) -> Refusal:
         return Refusal(400, "the body nests arrays and objects too deeply")
     if isinstance(exc, StreamwireError):
         status = exc.status_hint
-        if status < 500 or expose_errors:
+        if status < 500:
             return Refusal(status, str(exc))
         logger.warning("stream log error: %r", exc)
-        return Refusal(status, "the stream log failed")
+        message = str(exc) if expose_errors else "the stream log failed"
+        retry = {"Retry-After": retry_after}
+        if not write:
+            return Refusal(status, message, retry if status == 503 else None)
+        if write_outcome(exc) == "unknown":
+            return Refusal(504, message, outcome="unknown")
+        return Refusal(503, message, retry, outcome="not-stored")
     logger.exception("unexpected error", exc_info=exc)
     return Refusal(500, repr(exc) if expose_errors else "internal server error")
 
