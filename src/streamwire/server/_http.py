@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 import urllib.parse
-from typing import Annotated, Any, Final, Literal, TypeAlias, TypeVar, cast
+from typing import Annotated, Any, Final, Literal, TypeAlias, TypeVar
 
 import msgspec
 from starlette.exceptions import HTTPException
@@ -129,9 +129,9 @@ def write_outcome(exc: StreamwireError) -> Outcome:
     ``retryable`` (a backend error is retryable only when nothing was changed); an error that says
     neither may have been applied."""
     said = getattr(exc, "outcome", None)
-    if said in ("unknown", "not-stored"):
-        return cast(Outcome, said)
-    return "not-stored" if exc.retryable else "unknown"
+    if said == "unknown" or not (said == "not-stored" or exc.retryable):
+        return "unknown"
+    return "not-stored"
 
 
 def refusal_for(exc: Exception, *, expose_errors: bool, write: bool = False,
