@@ -99,6 +99,8 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heartbeat", type=float, default=15.0, help="seconds between heartbeats")
     p.add_argument("--grace", type=float, default=5.0,
                    help="seconds to wait for streams to close on shutdown")
+    p.add_argument("--send-timeout", type=float, default=30.0,
+                   help="seconds a reader may leave a write blocked before it is evicted")
     p.add_argument("--access-log", action="store_true", help="also log every HTTP request")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--agent", action="append", default=[], metavar="MODULE:CALLABLE",
@@ -115,7 +117,8 @@ async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
     runs = Runs(log, args.agents, lease_time=args.run_lease) if args.agents else None
     app = create_app(log, authorize=bearer_token(token, protect_reads=args.protect_reads),
                      heartbeat_interval=args.heartbeat or None, cors_origins=args.cors_origin,
-                     shutdown_grace_period=args.grace, agents=runs)
+                     shutdown_grace_period=args.grace, send_timeout=args.send_timeout,
+                     agents=runs)
     server = uvicorn_server(app, host=args.host, port=args.port, log_level=args.log_level,
                             access_log=args.access_log, log_config=None)
     async with contextlib.AsyncExitStack() as stack:
