@@ -289,9 +289,9 @@ async def test_readers_that_never_read_are_reset_and_free_everything(backend: Lo
                     while srv.app.statistics().evicted_total < readers:
                         await append(client, "fast", *([payload] * 16))
                         await anyio.sleep(0.01)
-                await wait_for(lambda: srv.app.statistics().open_connections == 0, 5)
+                await wait_for(lambda: srv.app.statistics().open_connections == 0, 15)
                 # reset, not left flushing to a peer that never reads: the server holds no socket
-                await wait_for(lambda: server_sockets(port, socks) == 0, 5)
+                await wait_for(lambda: server_sockets(port, socks) == 0, 15)
                 grown = rss_bytes() - before
                 assert grown < 64 * 2**20, f"RSS grew by {grown / 2**20:.0f} MiB"
                 socks[0].settimeout(5)
