@@ -242,14 +242,15 @@ def rss_bytes() -> int:
 
 
 def server_sockets(port: int, peers: list[socket.socket]) -> int:
-    """The server's TCP sockets (local ``port``) connected to ``peers`` (from /proc/net/tcp)."""
+    """The server's open TCP sockets (local ``port``, state ESTABLISHED) connected to ``peers``
+    (from /proc/net/tcp; TIME_WAIT leftovers of earlier tests may share a peer's port)."""
     peer_ports = {sock.getsockname()[1] for sock in peers}
     count = 0
     with open("/proc/net/tcp") as table:
         next(table)
         for line in table:
-            local, remote = line.split()[1:3]
-            if (int(local.rsplit(":", 1)[1], 16) == port
+            local, remote, state = line.split()[1:4]
+            if (state == "01" and int(local.rsplit(":", 1)[1], 16) == port
                     and int(remote.rsplit(":", 1)[1], 16) in peer_ports):
                 count += 1
     return count
