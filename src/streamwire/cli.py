@@ -105,7 +105,8 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--agent", action="append", default=[], metavar="MODULE:CALLABLE",
                    help="serve the runs API with this agent (repeatable; its name is the "
-                        "callable's name); demo: the built-in scripted chat agent")
+                        "callable's name); demo: the built-in scripted chat agent. The first "
+                        "one also answers useChat at /api/chat")
     p.add_argument("--run-lease", type=float, default=30.0, metavar="SECONDS",
                    help="seconds before the runs of a dead worker end WORKER_LOST (default 30)")
 
@@ -118,7 +119,7 @@ async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
     app = create_app(log, authorize=bearer_token(token, protect_reads=args.protect_reads),
                      heartbeat_interval=args.heartbeat or None, cors_origins=args.cors_origin,
                      shutdown_grace_period=args.grace, send_timeout=args.send_timeout,
-                     agents=runs)
+                     agents=runs, chat_agent=next(iter(runs.agents)) if runs is not None else None)
     server = uvicorn_server(app, host=args.host, port=args.port, log_level=args.log_level,
                             access_log=args.access_log, log_config=None)
     async with contextlib.AsyncExitStack() as stack:

@@ -22,9 +22,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..errors import UsageError
 from ..log import StreamLog
 from ..runs import Agent, Runs
 from ._auth import Access, Authorize, bearer_token, write_protection
+from ._chat import chat_routes
 from ._http import (
     Refusal,
     WriteAPI,
@@ -135,6 +137,7 @@ class StreamApp(Starlette):
         retry: int | None,
         drain_on_signal: bool,
         agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
+        chat_agent: str | None = None,
     ) -> None:
         if heartbeat_interval is not None and not heartbeat_interval > 0:
             raise ValueError("heartbeat_interval must be > 0 seconds, or None to turn it off")
@@ -184,6 +187,12 @@ class StreamApp(Starlette):
             routes += runs_routes(self.runs, check_access=self._check_access,
                                   serve_sse=self.serve_sse, max_body=max_body_size,
                                   max_id=max_stream_id_length, expose_errors=expose_errors)
+        if chat_agent is not None:
+            if self.runs is None:
+                raise UsageError("chat_agent= needs agents= (the chat agent is one of them)")
+            routes += chat_routes(self.runs, chat_agent, check_access=self._check_access,
+                                  max_body=max_body_size, heartbeat_interval=heartbeat_interval,
+                                  expose_errors=expose_errors)
         middleware: list[Middleware] = []
         if cors_origins:
             middleware.append(Middleware(
@@ -441,6 +450,7 @@ def create_app(
     retry: int | None = None,
     drain_on_signal: bool = True,
     agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
+    chat_agent: str | None = None,
 ) -> StreamApp:
     """Serve ``log`` over HTTP as wire v2 (routes and rules: this module's docstring).
 
@@ -469,6 +479,8 @@ def create_app(
         agents: serve the runs API (``streamwire.server._runs``) for these agents (by name, or
             callables under their ``__name__``), or a configured ``streamwire.runs.Runs`` over
             the same log; their records go to the log's backend.
+        chat_agent: serve ``useChat``'s ``/api/chat`` routes (``streamwire.server._chat``) with
+            this agent of ``agents``: each reply is a run of it, read as a UI message stream.
     """
     return StreamApp(
         log, authorize=authorize, token=token, allow_anonymous_writes=allow_anonymous_writes,
@@ -477,4 +489,5 @@ def create_app(
         send_timeout=send_timeout, cors_origins=cors_origins, expose_errors=expose_errors,
         max_body_size=max_body_size, max_batch_chunks=max_batch_chunks,
         max_stream_id_length=max_stream_id_length, shutdown_grace_period=shutdown_grace_period,
-        retry_after=retry_after, retry=retry, drain_on_signal=drain_on_signal, agents=agents)
+        retry_after=retry_after, retry=retry, drain_on_signal=drain_on_signal, agents=agents,
+        chat_agent=chat_agent)
