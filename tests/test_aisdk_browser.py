@@ -1,0 +1,155 @@
+"""The chat page (``examples/chat``) in a real browser: headless Chromium, driven over the DevTools
+protocol (``--remote-debugging-pipe``), types a prompt, reloads the page mid-reply, and the reply
+carries on to the end: its final text equals the demo agent's uncut reply, with the reasoning
+collapsed and the sources listed. A screenshot of the page is taken at the end."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require
+from helpers.chaos_proxy import ServerThread
+from streamwire.runs.demo_agent import demo_reply
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run",
+         "--window-size=900,1100", "--remote-debugging-pipe")
+PROMPT = "What makes a chat reply survive a reload?"
+
+
+class DevTools:
+    """The DevTools protocol over Chromium's pipe (fd 3: commands in, fd 4: replies out), each
+    message a JSON text ended by NUL."""
+
+    def __init__(self, chromium: str, profile: str) -> None:
+        cmd_read, self._cmd = os.pipe()
+        self._out, out_write = os.pipe()
+        self.proc = subprocess.Popen(
+            # bash: dash refuses descriptors above 9 in a redirection
+            ["bash", "-c", f'exec "$0" "$@" 3<&{cmd_read} 4>&{out_write}', chromium, *FLAGS,
+             f"--user-data-dir={profile}", "about:blank"],
+            pass_fds=(cmd_read, out_write), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        os.close(cmd_read)
+        os.close(out_write)
+        self._buffer = b""
+        self._next = 0
+        self.session = ""
+
+    def call(self, method: str, params: dict[str, Any] | None = None, *, timeout: float = 30
+             ) -> dict[str, Any]:
+        self._next += 1
+        message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
+        if self.session:
+            message["sessionId"] = self.session
+        os.write(self._cmd, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            end = self._buffer.find(b"\0")
+            while end < 0:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"no answer to {method}")
+                piece = os.read(self._out, 1 << 16)
+                if not piece:
+                    raise RuntimeError("Chromium closed its DevTools pipe")
+                self._buffer += piece
+                end = self._buffer.find(b"\0")
+            reply = json.loads(self._buffer[:end])
+            self._buffer = self._buffer[end + 1:]
+            if reply.get("id") == self._next:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                result: dict[str, Any] = reply["result"]
+                return result
+
+    def evaluate(self, expression: str) -> Any:
+        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                "awaitPromise": True})
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, what: str, timeout: float = 30) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            time.sleep(0.05)
+        raise TimeoutError(f"the page never showed {what}: {self.evaluate('JSON.stringify(window.chatState && chatState())')}")
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        os.close(self._cmd)
+        os.close(self._out)
+
+
+def _chat_app() -> Any:
+    spec = importlib.util.spec_from_file_location("chat_example", ROOT / "examples/chat/app.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.app
+
+
+def test_the_chat_page_carries_on_after_a_reload_mid_reply(tmp_path: Path) -> None:
+    chromium = shutil.which("chromium")
+    require(chromium is not None, "Chromium is not installed (.ci/run installs it)")
+    assert chromium is not None
+    uncut = "".join(demo_reply(PROMPT))
+    shots = Path(os.environ.get("STREAMWIRE_SCREENSHOTS", tmp_path))
+    with ServerThread(_chat_app()) as server, tempfile.TemporaryDirectory() as profile:
+        browser = DevTools(chromium, profile)
+        try:
+            target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+            browser.session = browser.call("Target.attachToTarget", {
+                "targetId": target, "flatten": True})["sessionId"]
+            browser.call("Page.enable")
+            browser.call("Page.navigate", {"url": server.url + "/"})
+            browser.wait_for("document.readyState === 'complete' && !!window.chatState", "itself")
+            browser.evaluate("document.getElementById('prompt').focus()")
+            browser.call("Input.insertText", {"text": PROMPT})
+            for kind in ("keyDown", "keyUp"):
+                browser.call("Input.dispatchKeyEvent", {
+                    "type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13,
+                    **({"text": "\r"} if kind == "keyDown" else {})})
+            before = browser.wait_for(
+                "(() => { const s = chatState(); return s.text.length > 200 && s; })()",
+                "the reply streaming in")
+            assert before["status"] == "streaming"
+            browser.call("Page.reload")  # mid-reply
+            browser.wait_for("document.readyState === 'complete' && !!window.chatState",
+                             "itself after the reload")
+            during = browser.evaluate("chatState()")
+            final = browser.wait_for(
+                "(() => { const s = chatState(); return s.status === 'done' && s; })()",
+                "the end of the reply", timeout=60)
+            details = browser.evaluate(
+                "[...document.querySelectorAll('.assistant details')].map(d => d.open)")
+            sources = browser.evaluate(
+                "[...document.querySelectorAll('.assistant .sources a')].map(a => a.textContent)")
+            shot = browser.call("Page.captureScreenshot", {"format": "png"})["data"]
+        finally:
+            browser.close()
+    shots.mkdir(parents=True, exist_ok=True)
+    (shots / "chat-page.png").write_bytes(base64.b64decode(shot))
+    assert final["text"] == uncut, "the reply after the reload equals an uncut one"
+    assert final["messages"] == 2, "the resumed reply replaced its copy: one user, one assistant"
+    assert len(during["text"]) < len(uncut), "the reload really was mid-reply"
+    assert details == [False], "the reasoning is there, collapsed"
+    assert sources == ["HTML Standard: Server-sent events", "RFC 9110: HTTP Semantics",
+                       "streamwire"]
