@@ -58,6 +58,7 @@ from ._chunks import (
     FinishChunk,
     FinishReason,
     FinishStepChunk,
+    MessageEnvelope,
     MessageMetadataChunk,
     ReasoningDeltaChunk,
     ReasoningEndChunk,
@@ -69,7 +70,9 @@ from ._chunks import (
     TextEndChunk,
     TextStartChunk,
     UIMessageChunk,
+    encode_event_id,
     encode_ui_event,
+    split_message_chunk,
 )
 from ._mapping import (
     DATA_PARTS,
@@ -101,6 +104,7 @@ __all__ = [
     "FinishChunk",
     "FinishReason",
     "FinishStepChunk",
+    "MessageEnvelope",
     "MessageMetadataChunk",
     "ReasoningDeltaChunk",
     "ReasoningEndChunk",
@@ -114,10 +118,12 @@ __all__ = [
     "UIMessageChunk",
     "UIMessageStreamEncoder",
     "chat_terminal",
+    "encode_event_id",
     "encode_ui_event",
     "end_reason",
     "format_event_id",
     "parse_event_id",
+    "split_message_chunk",
     "terminal_frame",
 ]
 

@@ -19,6 +19,8 @@ from typing import Any, Final, Literal, NotRequired, TypeAlias, TypedDict, final
 
 import msgspec
 
+from ..errors import PayloadError
+
 __all__ = [
     "DONE_DATA",
     "UI_MESSAGE_STREAM_HEADERS",
@@ -29,6 +31,7 @@ __all__ = [
     "FinishChunk",
     "FinishReason",
     "FinishStepChunk",
+    "MessageEnvelope",
     "MessageMetadataChunk",
     "ReasoningDeltaChunk",
     "ReasoningEndChunk",
@@ -40,7 +43,9 @@ __all__ = [
     "TextEndChunk",
     "TextStartChunk",
     "UIMessageChunk",
+    "encode_event_id",
     "encode_ui_event",
+    "split_message_chunk",
 ]
 
 #: The ``finishReason`` values ai v6 accepts (v7 adds ``interrupted``, which v6 rejects).
@@ -204,13 +209,40 @@ UIMessageChunk: TypeAlias = (
 _ENCODE: Final = msgspec.json.Encoder().encode
 
 
-def encode_ui_event(chunk: UIMessageChunk | None, event_id: str | None = None) -> bytes:
-    """One SSE event: ``id: <event_id>`` (if given) and ``data: <chunk JSON>``; None is ``[DONE]``.
+def encode_event_id(sequence: int, index: int) -> bytes:
+    """A UI event's id: its chunk's sequence, then ``.<index>`` after that chunk's first event."""
+    return b"%d" % sequence if index == 0 else b"%d.%d" % (sequence, index)
 
-    JSON has no raw line end, so the data is always one line; ``event_id`` is streamwire's own
-    position string (digits and a dot), never caller text.
+
+def encode_ui_event(chunk: UIMessageChunk | None, sequence: int, index: int) -> bytes:
+    """One SSE event: ``id: <encode_event_id>`` and ``data: <chunk JSON>``; None is ``[DONE]``.
+
+    JSON has no raw line end, so the data is always one line.
     """
     data = b"[DONE]" if chunk is None else _ENCODE(chunk)
-    if event_id is None:
-        return b"data: %b\n\n" % data
-    return b"id: %b\ndata: %b\n\n" % (event_id.encode(), data)
+    return b"id: %b\ndata: %b\n\n" % (encode_event_id(sequence, index), data)
+
+
+@final
+class MessageEnvelope(msgspec.Struct, frozen=True, gc=False):
+    """A contract message as a chunk carries it (``frames.encode_message_chunk``), split only:
+    ``data`` is the payload's JSON, left to the event's own decoder."""
+
+    event: str
+    data: msgspec.Raw
+
+
+_SPLIT: Final = msgspec.json.Decoder(MessageEnvelope).decode
+
+
+def split_message_chunk(chunk: msgspec.Raw | bytes) -> MessageEnvelope:
+    """The event name and the raw payload of a chunk's message.
+
+    Raises:
+        PayloadError: the chunk is not a ``{"event", "data"}`` object.
+    """
+    try:
+        return _SPLIT(chunk)
+    except msgspec.DecodeError as exc:
+        raise PayloadError(f'chunk is not a {{"event", "data"}} message: {exc}', event="chunk",
+                           raw=bytes(chunk)) from None

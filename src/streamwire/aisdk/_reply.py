@@ -18,28 +18,16 @@ from __future__ import annotations
 
 from typing import Final, final
 
-import msgspec
-
 from ..chat import Chat
 from ..errors import PayloadError
 from ..frames import ChunkFrame, TerminalFrame
 from ..sse import SSEEvent
+from ._chunks import split_message_chunk
 from ._mapping import chat_terminal
 
 __all__ = ["ChatReplyDecoder"]
 
 _TERMINAL_EVENTS: Final = frozenset({"done", "error"})
-
-
-@final
-class _Envelope(msgspec.Struct, frozen=True, gc=False):
-    # The chunk JSON of a contract message (``frames.encode_message_chunk``); only split here, the
-    # payload is left for the reader to validate.
-    event: str
-    data: msgspec.Raw
-
-
-_SPLIT: Final = msgspec.json.Decoder(_Envelope).decode
 
 
 @final
@@ -64,11 +52,7 @@ class ChatReplyDecoder:
         Raises:
             PayloadError: the chunk is not a ``{"event", "data"}`` message.
         """
-        try:
-            envelope = _SPLIT(chunk.chunk)
-        except msgspec.DecodeError as exc:
-            raise PayloadError(f'chunk {chunk.sequence} is not a {{"event", "data"}} message: '
-                               f"{exc}", event="chunk", raw=bytes(chunk.chunk)) from None
+        envelope = split_message_chunk(chunk.chunk)  # the payload is the reader's to validate
         name = envelope.event
         if name in _TERMINAL_EVENTS or name not in self._events:
             return None

@@ -29,13 +29,11 @@ a reply ends), and the ``rewound``/``caught-up`` markers (a UI message cannot dr
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final, final
+from typing import Any, Final, cast, final
 
 from ..chat import Chat, StreamEndReason
-from ..contract import Message
 from ..errors import PayloadError
 from ..frames import (
-    ChunkCodec,
     ChunkFrame,
     EndFrame,
     FailFrame,
@@ -43,7 +41,7 @@ from ..frames import (
     TruncatedFrame,
     UnknownFrame,
 )
-from ._chunks import UIMessageChunk, encode_ui_event
+from ._chunks import UIMessageChunk, encode_event_id, encode_ui_event, split_message_chunk
 from ._mapping import DATA_PARTS, FINISH_REASONS, end_reason, truncated_text
 
 __all__ = ["EventPosition", "UIMessageStreamEncoder", "format_event_id", "parse_event_id"]
@@ -56,8 +54,7 @@ _MAX_ID_DIGITS: Final = 18
 
 def format_event_id(position: EventPosition) -> str:
     """``(7, 0)`` -> ``"7"``, ``(7, 2)`` -> ``"7.2"``."""
-    sequence, index = position
-    return str(sequence) if index == 0 else f"{sequence}.{index}"
+    return encode_event_id(*position).decode()
 
 
 def parse_event_id(text: str) -> EventPosition:
@@ -84,14 +81,13 @@ class UIMessageStreamEncoder:
         after: a resuming reader's last event id: only the events after it are encoded.
     """
 
-    __slots__ = ("_after", "_codec", "_handlers", "_index", "_out", "_reasoning", "_sequence",
-                 "_started", "_text", "finished", "message_id", "skipped")
+    __slots__ = ("_after", "_index", "_out", "_reasoning", "_routes", "_sequence", "_started",
+                 "_text", "finished", "message_id", "skipped")
 
     def __init__(self, message_id: str | None = None, *, after: str | None = None) -> None:
         self.message_id = message_id
         self._after: EventPosition = parse_event_id(after) if after is not None else (-1, 0)
-        self._codec = ChunkCodec(Chat)
-        self._sequence = 0
+        self._sequence: int = 0
         self._index = 0
         self._text: str | None = None
         self._reasoning: str | None = None
@@ -101,12 +97,15 @@ class UIMessageStreamEncoder:
         self.finished = False
         #: Chunks ignored because their payload did not validate against ``Chat``.
         self.skipped = 0
-        self._handlers: dict[str, Callable[[Any], None]] = {
+        handlers: dict[str, Callable[[Any], None]] = {
             "chunk": self._chunk, "reasoning": self._reasoning_event, "sources": self._sources,
             "attachments": self._attachments, "message_start": self._message_start,
         }
         for name, (part, part_id) in DATA_PARTS.items():
-            self._handlers[name] = self._data_handler(part, part_id)
+            handlers[name] = self._data_handler(part, part_id)
+        # event name -> (the payload's validating decoder, the mapping of its payload)
+        self._routes: dict[str, tuple[Callable[[Any], Any], Callable[[Any], None]]] = {
+            name: (Chat.events()[name].decode, handler) for name, handler in handlers.items()}
 
     # -- the typed API ---------------------------------------------------------------------------
 
@@ -121,22 +120,25 @@ class UIMessageStreamEncoder:
 
     def chunks(self, frame: StreamFrame | UnknownFrame) -> list[UIMessageChunk]:
         """The UI chunks ``frame`` means (the preamble first, if not yet produced)."""
+        preamble = self.start()
+        return preamble + self._map(frame) if preamble else self._map(frame)
+
+    def _map(self, frame: StreamFrame | UnknownFrame) -> list[UIMessageChunk]:
+        out: list[UIMessageChunk] = []
         if self.finished:
-            return []
-        out = self._out = self.start()
+            return out
+        self._out = out
         kind = type(frame)
         if kind is ChunkFrame:
-            assert isinstance(frame, ChunkFrame)
-            self._sequence = frame.sequence
+            chunk = cast(ChunkFrame, frame)  # (``type() is`` is the fast test; it narrows nothing)
+            self._sequence = chunk.sequence
             try:
-                msg: Message[Chat, Any] | None = self._codec.decode(frame)
+                envelope = split_message_chunk(chunk.chunk)
+                route = self._routes.get(envelope.event)
+                if route is not None:
+                    route[1](route[0](envelope.data))
             except PayloadError:
                 self.skipped += 1
-                return out
-            if msg is not None:
-                handler = self._handlers.get(msg.event.name)
-                if handler is not None:
-                    handler(msg.data)
         elif kind is EndFrame or kind is FailFrame or kind is TruncatedFrame:
             self._terminal(frame)  # type: ignore[arg-type]
         return out
@@ -154,28 +156,25 @@ class UIMessageStreamEncoder:
         if self.finished:
             return b""
         preamble = b"" if self._started else self.encode_start()
-        chunks = self.chunks(frame)
+        chunks = self._map(frame)
         if type(frame) is ChunkFrame:
             self._index = 0  # a chunk starts a new group of positions
-        body = self._encode(chunks, self._sequence)
+        body = self._encode(chunks, self._sequence) if chunks else b""
         if self.finished:
-            position = (self._sequence, self._index)
+            index = self._index
             self._index += 1
-            if position > self._after:
-                body += encode_ui_event(None, format_event_id(position))
+            if (self._sequence, index) > self._after:
+                body += encode_ui_event(None, self._sequence, index)
         return preamble + body if preamble else body
 
     def _encode(self, chunks: list[UIMessageChunk], sequence: int) -> bytes:
-        after = self._after
-        parts: list[bytes] = []
         index = self._index
-        for chunk in chunks:
-            position = (sequence, index)
-            index += 1
-            if position > after:
-                parts.append(encode_ui_event(chunk, format_event_id(position)))
-        self._index = index
-        return b"".join(parts)
+        self._index = index + len(chunks)
+        if len(chunks) == 1 and (sequence, index) > self._after:  # the common case: one delta
+            return encode_ui_event(chunks[0], sequence, index)
+        after = self._after
+        return b"".join([encode_ui_event(chunk, sequence, i)
+                         for i, chunk in enumerate(chunks, index) if (sequence, i) > after])
 
     # -- the mapping -----------------------------------------------------------------------------
 
