@@ -35,6 +35,7 @@ from helpers.server import (
 )
 from streamwire.cli import main
 from streamwire.frames import ChunkFrame, EndFrame
+from streamwire.log.memory import MemoryLog
 from streamwire.server import bearer_token
 from streamwire.server._reset import resettable_transport
 
@@ -430,3 +431,74 @@ async def test_a_write_whose_answer_was_lost_is_504_unknown_not_503(
             info = await client.get("/streams/o/info")  # a read: no outcome to tell
             assert info.status_code == 503
             assert "outcome" not in info.json()
+
+
+# ---- idempotent producers over HTTP ---------------------------------------------------------------
+
+
+def producer(pid: str, epoch: int, seq: int) -> dict[str, str]:
+    return {"Producer-Id": pid, "Producer-Epoch": str(epoch), "Producer-Seq": str(seq)}
+
+
+async def test_a_retried_producer_request_is_stored_once(backend: LogFactory) -> None:
+    with serving(backend) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/p")
+            await append(client, "p", "plain")  # writers without producer headers: as before
+            first = [{"step": 0, "chunk": {"i": 0}}, {"step": 0, "chunk": {"i": 1}}]
+            for _ in range(3):  # the answer was lost twice: the same request again
+                resp = await client.post("/streams/p/chunks", json=first,
+                                         headers=producer("w1", 0, 0))
+                assert resp.status_code == 200, resp.text
+                assert resp.json() == {"sequences": [2, 3]}  # the original sequences
+            resp = await client.post("/streams/p/chunks", json=[{"step": 0, "chunk": {"i": 2}}],
+                                     headers=producer("w1", 0, 1))
+            assert resp.json() == {"sequences": [4]}
+            gap = await client.post("/streams/p/chunks", json=[{"step": 0, "chunk": 9}],
+                                    headers=producer("w1", 0, 3))
+            assert gap.status_code == 409, gap.text
+            body = gap.json()
+            assert (body["status"], body["code"], body["expectedSeq"], body["receivedSeq"]) == (
+                409, "PRODUCER_SEQ_GAP", 2, 3)
+            assert body["error"]
+            assert gap.headers["producer-expected-seq"] == "2"
+            # a new epoch (the producer restarted) fences the old one off
+            resp = await client.post("/streams/p/chunks", json=[{"step": 0, "chunk": {"i": 3}}],
+                                     headers=producer("w1", 1, 0))
+            assert resp.json() == {"sequences": [5]}
+            fenced = await client.post("/streams/p/chunks", json=[{"step": 0, "chunk": 9}],
+                                       headers=producer("w1", 0, 2))
+            assert fenced.status_code == 403, fenced.text
+            body = fenced.json()
+            assert (body["status"], body["code"], body["currentEpoch"]) == (
+                403, "PRODUCER_FENCED", 1)
+            end = {"status": "completed"}
+            for _ in range(2):  # a retried end is a no-op, not a 409
+                resp = await client.post("/streams/p/end", json=end, headers=producer("w1", 1, 1))
+                assert resp.status_code == 200, resp.text
+            frames = await read_all(client, "p")
+            chunks = [bytes(f.chunk) for f in frames if isinstance(f, ChunkFrame)]
+            assert chunks == [b'"plain"', b'{"i":0}', b'{"i":1}', b'{"i":2}', b'{"i":3}']
+            assert frames[-1] == EndFrame(status="completed")
+
+
+async def test_producer_headers_go_all_or_none_and_are_exact_integers() -> None:
+    with serving(MemoryLog) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            await client.put("/streams/q")
+            bad: list[dict[str, str]] = [
+                {"Producer-Id": "w"}, {"Producer-Id": "w", "Producer-Epoch": "0"},
+                {"Producer-Epoch": "0", "Producer-Seq": "0"},
+                producer("w", 0, 0) | {"Producer-Seq": "-1"},
+                producer("w", 0, 0) | {"Producer-Epoch": str(SAFE + 1)},
+                producer("w", 0, 0) | {"Producer-Seq": "1.0"},
+                producer("", 0, 0), producer("x" * 257, 0, 0),
+            ]
+            for headers in bad:
+                for route, body in (("chunks", [{"step": 0, "chunk": 1}]),
+                                    ("end", {"status": "completed"}),
+                                    ("fail", {"error": "x", "recoverable": True})):
+                    resp = await client.post(f"/streams/q/{route}", json=body, headers=headers)
+                    assert resp.status_code == 400, (headers, route, resp.text)
+            info = (await client.get("/streams/q/info")).json()
+            assert (info["head"], info["status"]) == (0, "active")

@@ -198,7 +198,8 @@ class StreamApp(Starlette):
             middleware.append(Middleware(
                 CORSMiddleware, allow_origins=list(cors_origins),
                 allow_methods=["GET", "PUT", "POST"],
-                allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+                allow_headers=["Authorization", "Content-Type", "Last-Event-ID", "Producer-Id",
+                               "Producer-Epoch", "Producer-Seq"],
                 max_age=600))
         super().__init__(routes=routes, middleware=middleware, lifespan=self._lifespan,
                          exception_handlers={HTTPException: routing_error})

@@ -24,9 +24,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import StreamwireError
+from ..errors import ProducerEpochError, ProducerSequenceError, StreamwireError
 from ..frames import EndStatus
-from ..log import StreamInfo, StreamLog
+from ..log import Producer, StreamInfo, StreamLog
+from ..log._common import MAX_SAFE_INTEGER
+from ..log._producers import MAX_PRODUCER_ID
 from ._sse import Send
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "info_json",
     "json_response",
     "parse_cursor",
+    "producer_of",
     "read_body",
     "refusal_for",
     "send_error",
@@ -51,9 +54,6 @@ __all__ = [
 
 logger = logging.getLogger("streamwire.server")
 
-#: The largest integer a JavaScript reader holds exactly (``Number.MAX_SAFE_INTEGER``): a step or
-#: a cursor above it is refused with 400 on every backend, whatever the backend could store.
-MAX_SAFE_INTEGER: Final = 2**53 - 1
 #: Nesting of arrays and objects in a request body. Far deeper than any real payload, and far
 #: under the ~1,000 levels at which Python's recursion limit stops msgspec (and every backend's
 #: re-encoding of an end or fail payload) with a ``RecursionError``.
@@ -148,6 +148,13 @@ def refusal_for(exc: Exception, *, expose_errors: bool, write: bool = False,
         return Refusal(400, f"the body is not valid JSON: {exc}")
     if isinstance(exc, RecursionError):  # decode_json's depth check should have caught it
         return Refusal(400, "the body nests arrays and objects too deeply")
+    if isinstance(exc, ProducerSequenceError):
+        return Refusal(409, str(exc), {"Producer-Expected-Seq": str(exc.expected),
+                                       "Producer-Received-Seq": str(exc.received)},
+                       code="PRODUCER_SEQ_GAP", expectedSeq=exc.expected, receivedSeq=exc.received)
+    if isinstance(exc, ProducerEpochError):
+        return Refusal(403, str(exc), {"Producer-Epoch": str(exc.current)},
+                       code="PRODUCER_FENCED", currentEpoch=exc.current)
     if isinstance(exc, StreamwireError):
         status = exc.status_hint
         if status < 500:
@@ -258,6 +265,23 @@ def decode_json(decoder: msgspec.json.Decoder[_T], body: bytes) -> _T:
     return decoder.decode(body)
 
 
+_PRODUCER_HEADERS: Final = ("producer-id", "producer-epoch", "producer-seq")
+
+
+def producer_of(request: Request) -> Producer | None:
+    """The write's producer identity: the ``Producer-Id``, ``Producer-Epoch`` and ``Producer-Seq``
+    headers, all three or none (400)."""
+    pid, epoch, seq = (request.headers.get(name) for name in _PRODUCER_HEADERS)
+    if pid is None and epoch is None and seq is None:
+        return None
+    if pid is None or epoch is None or seq is None:
+        raise Refusal(400, "Producer-Id, Producer-Epoch and Producer-Seq go together: send all "
+                           "three or none")
+    if not pid or len(pid) > MAX_PRODUCER_ID or not (pid.isascii() and pid.isprintable()):
+        raise Refusal(400, f"Producer-Id must be 1 to {MAX_PRODUCER_ID} visible ASCII characters")
+    return Producer(pid, parse_cursor(epoch, "Producer-Epoch"), parse_cursor(seq, "Producer-Seq"))
+
+
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refused (413) as soon as it passes ``limit`` bytes."""
     length = request.headers.get("content-length")
@@ -288,6 +312,7 @@ class WriteAPI:
         return json_response(info_json(await self.log.info(stream_id)))
 
     async def chunks(self, request: Request, stream_id: str) -> Response:
+        producer = producer_of(request)
         items = decode_json(chunks_decoder, await read_body(request, self.max_body))
         if len(items) > self.max_batch:
             raise Refusal(413, f"the batch has {len(items)} chunks, over the limit of "
@@ -295,21 +320,25 @@ class WriteAPI:
         for item in items:
             check_safe_integer(item.step, "a step")
         batch = [(item.step, bytes(item.chunk)) for item in items]
-        sequences = await self.log.append_many(stream_id, batch) if batch else []
-        if not batch:
+        if batch or producer is not None:  # a producer's empty batch still takes its seq
+            sequences = await self.log.append_many(stream_id, batch, producer=producer)
+        else:
+            sequences = []
             await self.log.info(stream_id)  # an unknown stream is 404 even for an empty batch
         return json_response({"sequences": sequences})
 
     async def end(self, request: Request, stream_id: str) -> Response:
+        producer = producer_of(request)
         body = decode_json(end_decoder, await read_body(request, self.max_body))
         await self.log.end_stream(stream_id, body.status, output=body.output, state=body.state,
-                                  usage=body.usage)
+                                  usage=body.usage, producer=producer)
         return json_response(info_json(await self.log.info(stream_id)))
 
     async def fail(self, request: Request, stream_id: str) -> Response:
+        producer = producer_of(request)
         body = decode_json(fail_decoder, await read_body(request, self.max_body))
         await self.log.fail_stream(stream_id, body.error, error_detail=body.error_detail,
-                                   recoverable=body.recoverable)
+                                   recoverable=body.recoverable, producer=producer)
         return json_response(info_json(await self.log.info(stream_id)))
 
     async def cleanup(self, request: Request, stream_id: str) -> Response:

@@ -140,8 +140,10 @@ async def serve_frames(
         # Cancelled from outside (the server's own shutdown timeout): still owe a terminal.
         if conn.outcome == "open":
             conn.outcome = "shutdown"
-        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True) as closing:
             await _close(conn, send)
+        if closing.cancelled_caught:
+            reset_connection(send)
         raise
     finally:
         aclose = getattr(frames, "aclose", None)
