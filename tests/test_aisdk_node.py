@@ -1,7 +1,9 @@
 """Interop with the real AI SDK: ``tests/node/chat.test.mjs`` (node's own test runner) drives the
 ``ai`` package's client code (``DefaultChatTransport``, ``readUIMessageStream``, ``AbstractChat``)
 against ``streamwire serve --agent demo`` on 127.0.0.1: a full reply, D-4's ``/fail`` ending, a cut
-reply reconnected through ``reconnectToStream`` and ``resumeStream``, and a stop mid-reply.
+reply reconnected through ``reconnectToStream`` and ``resumeStream``, and a stop mid-reply; and
+(``tests/node/drop_scenario.mjs``) D-4's no-terminal case: the server killed mid-reply, the SDK's
+stream fails instead of finishing, and after a restart the reply ends with its error.
 
 ``ai`` is pinned in ``package-lock.json`` (v6: this machine's Node is 20) and installed by
 ``.ci/run`` with ``npm ci``.
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -37,46 +40,70 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture
-def demo_server() -> Iterator[str]:
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get(
-        "PYTHONPATH", "")])}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamwire.cli", "serve", "--agent", "demo", "--port", str(port),
-         "--token", TOKEN], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
+class DemoServer:
+    """``streamwire serve --agent demo`` as a subprocess that can be killed and started again."""
+
+    def __init__(self, *extra: str) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.extra = extra
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get(
+            "PYTHONPATH", "")])}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamwire.cli", "serve", "--agent", "demo", "--port",
+             str(self.port), "--token", TOKEN, *self.extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         deadline = time.monotonic() + 20
         while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamwire serve exited: {proc.stderr.read().decode()!r}"
-                                   if proc.stderr else "streamwire serve exited")
+            if self.proc.poll() is not None:
+                raise RuntimeError("streamwire serve exited")
             try:
-                httpx.get(f"{url}/openapi.json", timeout=1)
-                break
+                httpx.get(f"{self.url}/openapi.json", timeout=1)
+                return
             except httpx.TransportError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
-        yield url
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)  # a crash: nothing more is written
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def demo_server() -> Iterator[str]:
+    server = DemoServer()
+    server.start()
+    try:
+        yield server.url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        if proc.stderr:
-            proc.stderr.close()
+        server.stop()
 
 
-def test_the_ai_sdk_client_reads_replies_resumes_them_and_stops_them(demo_server: str) -> None:
+def _node() -> str:
     node = shutil.which("node")
     require(node is not None, "Node.js is not installed")
     require((ROOT / "node_modules" / "ai" / "package.json").exists(),
             "the ai package is not installed: run `npm ci` (.ci/run does)")
     assert node is not None
+    return node
+
+
+def test_the_ai_sdk_client_reads_replies_resumes_them_and_stops_them(demo_server: str) -> None:
+    node = _node()
     expected = {}
     for prompt in PROMPTS:
         words = demo_reply(prompt)
@@ -89,3 +116,45 @@ def test_the_ai_sdk_client_reads_replies_resumes_them_and_stops_them(demo_server
     assert done.returncode == 0, report
     assert "pass 4" in report, report
     assert "fail 0" in report, report
+
+
+def test_d4_no_terminal_through_the_ai_sdk_then_the_reply_ends_with_its_error(
+        tmp_path: Path) -> None:
+    """SIGKILL of the server mid-reply: the AI SDK's stream fails (no finish chunk, never a clean
+    end). The server comes back on the same SQLite file; the SDK's reconnectToStream gets the
+    reply again, now ended by D-4's error and finish{error} (its writer died with the server)."""
+    node = _node()
+    server = DemoServer("--log", f"sqlite:{tmp_path / 'chat.db'}", "--run-lease", "120")
+    server.start()
+    env = {**os.environ, "STREAMWIRE_URL": server.url, "STREAMWIRE_TOKEN": TOKEN}
+    problems = ""
+    try:
+        with subprocess.Popen([node, "tests/node/drop_scenario.mjs"], cwd=ROOT, env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) as script:
+            assert script.stdin is not None
+            assert script.stdout is not None
+            try:
+                assert script.stdout.readline().strip() == "CUT"
+                server.kill()
+                first = json.loads(script.stdout.readline() or "{}")
+                server.start()
+                script.stdin.write("GO\n")
+                script.stdin.flush()
+                second = json.loads(script.stdout.readline() or "{}")
+                assert script.wait(60) == 0
+            finally:
+                if script.poll() is None:
+                    script.kill()
+                problems = script.stderr.read() if script.stderr else ""
+    finally:
+        server.stop()
+    assert first["phase"] == 1, problems
+    assert "terminated" in first["failure"] or "fetch" in first["failure"], first
+    assert second["ending"][-2]["type"] == "error"
+    assert second["ending"][-1] == {"type": "finish", "finishReason": "error"}
+    words = demo_reply("the server dies")
+    assert second["text"], "the text written before the crash is replayed"
+    assert "".join(words).startswith(second["text"])
+    assert len(second["text"]) < len("".join(words))
+    assert second["errors"] == [f"Error: {second['ending'][-2]['errorText']}"]
