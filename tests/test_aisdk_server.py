@@ -6,6 +6,8 @@ and the refusals."""
 from __future__ import annotations
 
 import json
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from helpers.chaos_proxy import ServerThread
+from helpers.demo_server import TOKEN, DemoServer
 from streamwire.chat import Chat
 from streamwire.errors import UsageError
 from streamwire.runs import Completed, RunContext
@@ -215,3 +218,32 @@ def test_chat_agent_must_be_a_served_agent() -> None:
         create_app(MemoryLog(), allow_anonymous_writes=True, agents=[echo], chat_agent="nope")
     with pytest.raises(UsageError, match="needs agents="):
         create_app(MemoryLog(), allow_anonymous_writes=True, chat_agent="echo")
+
+
+def test_a_server_shutting_down_ends_open_replies_as_drops_at_once() -> None:
+    """SIGTERM with a reply streaming: the server drains it (no ``finish``, no ``[DONE]``: the
+    client sees a drop and resumes elsewhere) and exits within its grace period, instead of
+    waiting for the reply to end."""
+    server = DemoServer("--grace", "5")
+    server.start()
+    try:
+        with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10) as client:
+            body = {"id": "slow", "trigger": "submit-message", "messages": [
+                {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi /slow"}]}]}
+            seen = b""
+            with client.stream("POST", f"{server.url}/api/chat", json=body) as response:
+                for piece in response.iter_bytes():
+                    seen += piece
+                    if b"text-delta" in seen and server.proc is not None:
+                        stopped_at = time.monotonic()
+                        server.proc.send_signal(signal.SIGTERM)
+                        server_proc, server.proc = server.proc, None
+                assert server_proc.wait(10) == 0
+                took = time.monotonic() - stopped_at
+    finally:
+        server.stop()
+    kinds = [d["type"] for _, d in events(seen) if isinstance(d, dict)]
+    assert "text-delta" in kinds
+    assert "finish" not in kinds, "a drop, not an end"
+    assert not seen.rstrip().endswith(b"[DONE]")
+    assert took < 4, f"the shutdown waited {took:.1f} s for the reply (grace: 5 s)"

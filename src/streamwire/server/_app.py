@@ -192,7 +192,8 @@ class StreamApp(Starlette):
                 raise UsageError("chat_agent= needs agents= (the chat agent is one of them)")
             routes += chat_routes(self.runs, chat_agent, check_access=self._check_access,
                                   max_body=max_body_size, heartbeat_interval=heartbeat_interval,
-                                  expose_errors=expose_errors)
+                                  expose_errors=expose_errors, track=self._track,
+                                  release=self._release)
         middleware: list[Middleware] = []
         if cors_origins:
             middleware.append(Middleware(
@@ -360,6 +361,14 @@ class StreamApp(Starlette):
         self._per_stream[conn.stream_id] = self._per_stream.get(conn.stream_id, 0) + 1
         if self._draining:
             conn.stop("shutdown")
+
+    def _track(self, conn: Connection) -> None:
+        """A chat reply's connection (``_chat.py``): counted, and drained at shutdown, like a
+        stream's."""
+        if self._drain_on_signal:
+            self._chain_signals()
+        self._reserve(conn)
+        self._open(conn)
 
     def _open(self, conn: Connection) -> None:
         self._opened += 1

@@ -39,12 +39,13 @@ from ..frames import ChunkFrame, StreamFrame
 from ..log import StreamLog
 from ..runs import Runs
 from ._http import Refusal, encode_json, read_body, refusal_for
-from ._sse import Receive, Scope, Send
+from ._sse import Connection, Receive, Scope, Send
 
 __all__ = ["chat_routes"]
 
 _Access = Literal["read", "write"]
 CheckAccess = Callable[[Request, str, _Access], Awaitable[None]]
+Track = Callable[[Connection], None]
 
 _HEADERS: Final = [(k.encode(), v.encode()) for k, v in UI_MESSAGE_STREAM_HEADERS.items()]
 _HEARTBEAT: Final = b": heartbeat\n\n"
@@ -91,7 +92,8 @@ class ChatIndex:
 
 class _ChatAPI:
     def __init__(self, runs: Runs, agent: str, check_access: CheckAccess, *, max_body: int,
-                 heartbeat_interval: float | None, expose_errors: bool) -> None:
+                 heartbeat_interval: float | None, expose_errors: bool, track: Track,
+                 release: Track) -> None:
         self.runs = runs
         self.agent = agent
         self.index = ChatIndex(runs.log)
@@ -99,6 +101,8 @@ class _ChatAPI:
         self.max_body = max_body
         self.heartbeat = heartbeat_interval
         self.expose_errors = expose_errors
+        self.track = track
+        self.release = release
 
     async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
         request = Request(scope, receive)
@@ -171,24 +175,31 @@ class _ChatAPI:
     async def _reply(self, scope: Scope, receive: Receive, send: Send, stream_id: str,
                      message_id: str, after: str | None) -> None:
         encoder = UIMessageStreamEncoder(message_id, after=after)
-        await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
-        frames = self.runs.log.read(stream_id, 0)  # from 0: the encoder rebuilds its state
-        await _stream_reply(frames, encoder, send, receive, self.heartbeat)
+        client = scope.get("client")
+        conn = Connection(stream_id, 0, f"{client[0]}:{client[1]}" if client else "-")
+        self.track(conn)  # the app drains it at shutdown (it ends with no [DONE]: a drop)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
+            frames = self.runs.log.read(stream_id, 0)  # from 0: the encoder rebuilds its state
+            await _stream_reply(conn, frames, encoder, send, receive, self.heartbeat)
+        finally:
+            self.release(conn)
 
 
-async def _stream_reply(frames: AsyncIterator[StreamFrame], encoder: UIMessageStreamEncoder,
-                        send: Send, receive: Receive, heartbeat: float | None) -> None:
-    """Write the reply's events until ``[DONE]``; the client leaving stops the read, a
-    cancellation from outside (shutdown) ends the body without ``[DONE]``."""
+async def _stream_reply(conn: Connection, frames: AsyncIterator[StreamFrame],
+                        encoder: UIMessageStreamEncoder, send: Send, receive: Receive,
+                        heartbeat: float | None) -> None:
+    """Write the reply's events until ``[DONE]``; the client leaving stops the read; a shutdown
+    (``conn.stop``) or a cancellation from outside ends the body without ``[DONE]``."""
     lock = anyio.Lock()
     last_write = time.monotonic()
-    gone = False
 
     async def write(data: bytes) -> None:
         nonlocal last_write
         async with lock:
             await send({"type": "http.response.body", "body": data, "more_body": True})
             last_write = time.monotonic()
+            conn.frames += 1
 
     async def beat() -> None:
         assert heartbeat is not None
@@ -198,14 +209,15 @@ async def _stream_reply(frames: AsyncIterator[StreamFrame], encoder: UIMessageSt
                 await write(_HEARTBEAT)
 
     async def listen() -> None:
-        nonlocal gone
         while (await receive())["type"] != "http.disconnect":
             pass
-        gone = True
-        tg.cancel_scope.cancel()
+        conn.stop("disconnect")
 
     try:
         async with anyio.create_task_group() as tg:
+            conn.scope = tg.cancel_scope
+            if conn.outcome != "open":  # stopped (a drain) before the group existed
+                tg.cancel_scope.cancel()
             tg.start_soon(listen)
             if heartbeat is not None:
                 tg.start_soon(beat)
@@ -218,13 +230,15 @@ async def _stream_reply(frames: AsyncIterator[StreamFrame], encoder: UIMessageSt
                     await write(data)
                 if encoder.finished:
                     break
+            if conn.outcome == "open":
+                conn.outcome = "done"
             tg.cancel_scope.cancel()
     except OSError:
-        gone = True  # the client left while a write was pending
+        conn.outcome = "disconnect"  # the client left while a write was pending
     finally:
         with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
             await _aclose(frames)
-            if not gone:
+            if conn.outcome != "disconnect":
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -235,15 +249,18 @@ async def _aclose(frames: AsyncIterator[StreamFrame]) -> None:
 
 
 def chat_routes(runs: Runs, agent: str, *, check_access: CheckAccess, max_body: int,
-                heartbeat_interval: float | None, expose_errors: bool) -> list[Route]:
-    """The ``/api/chat`` routes answering with ``agent``'s runs."""
+                heartbeat_interval: float | None, expose_errors: bool, track: Track,
+                release: Track) -> list[Route]:
+    """The ``/api/chat`` routes answering with ``agent``'s runs; ``track`` / ``release`` count each
+    reply's connection with the app's (which stops them at shutdown)."""
     if agent not in runs.agents:
         from ..errors import UsageError
 
         raise UsageError(f"chat_agent={agent!r} is not one of the served agents "
                          f"({', '.join(sorted(runs.agents)) or 'none'})")
     api = _ChatAPI(runs, agent, check_access, max_body=max_body,
-                   heartbeat_interval=heartbeat_interval, expose_errors=expose_errors)
+                   heartbeat_interval=heartbeat_interval, expose_errors=expose_errors,
+                   track=track, release=release)
     return [
         Route("/api/chat", _Raw(api.post), methods=["POST"]),
         Route("/api/chat/{chat_id}/stream", _Raw(api.resume), methods=["GET"]),
