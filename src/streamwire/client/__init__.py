@@ -56,6 +56,7 @@ from ._direct import ByteSource, create_sse_readable
 from ._dispatch_core import DEFAULT_RECOVER_TIMEOUT
 from ._dispatcher import AsyncDispatcher, AsyncRun
 from ._dispatcher_sync import Dispatcher, Run
+from ._producer import AsyncProducer, Producer
 from ._sync import ResumableStream
 
 __all__ = [
@@ -68,12 +69,14 @@ __all__ = [
     "DEFAULT_RECOVER_TIMEOUT",
     "AsyncChatReply",
     "AsyncDispatcher",
+    "AsyncProducer",
     "AsyncResumableStream",
     "AsyncRun",
     "ByteSource",
     "ChatReply",
     "ClientStats",
     "Dispatcher",
+    "Producer",
     "ResumableStream",
     "RetryPolicy",
     "Run",

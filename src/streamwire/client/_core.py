@@ -388,10 +388,11 @@ class Backoff:
             self._outage_since = -1.0
 
     def next_delay(self, exc: StreamwireError, now: float, server_retry: int | None,
-                   cursor: int) -> float:
+                   cursor: int, *, doing: str = "") -> float:
         """Seconds to wait before the next attempt after ``exc``; raises ``exc`` when it is not
         retryable (or is a truncation) and ``RetriesExhaustedError`` when a cap is reached.
-        ``server_retry`` is the stream's ``retry:`` in milliseconds, if it sent one."""
+        ``server_retry`` is the stream's ``retry:`` in milliseconds, if it sent one; ``doing``
+        names what was retried in that error (default: re-attaching at ``cursor``)."""
         if isinstance(exc, StreamTruncatedError) or not exc.retryable:
             raise exc
         self._failing = isinstance(exc, StreamFailedError)
@@ -409,7 +410,8 @@ class Backoff:
             cap = (f"{attempts}={policy.max_attempts}" if over_attempts
                    else f"{seconds}={policy.max_elapsed:g}s")
             raise RetriesExhaustedError(
-                f"gave up re-attaching at cursor {cursor} after {self._attempt - 1} attempts "
+                f"gave up {doing or f're-attaching at cursor {cursor}'} after "
+                f"{self._attempt - 1} attempts "
                 f"in {elapsed:.1f}s ({cap}; {where}); last error: {describe(exc)}",
                 attempts=self._attempt - 1, elapsed=elapsed, last_error=exc,
             ) from exc
