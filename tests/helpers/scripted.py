@@ -29,6 +29,7 @@ class Scripted:
     def __init__(self, replies: list[Reply]) -> None:
         self.replies = replies
         self.requests: list[dict[str, str]] = []
+        self.lines: list[str] = []  # each request's first line ("POST /streams/s/chunks HTTP/1.1")
         self.times: list[float] = []
         self.port = 0
         self._loop = asyncio.new_event_loop()
@@ -76,7 +77,8 @@ class Scripted:
         self._handlers.add(task)
         try:
             head = await reader.readuntil(b"\r\n\r\n")
-            lines = head.decode().split("\r\n")[1:]
+            first, *lines = head.decode().split("\r\n")
+            self.lines.append(first)
             headers = {k.strip().lower(): v.strip() for k, v in
                        (line.split(":", 1) for line in lines if ":" in line)}
             index = len(self.requests)
