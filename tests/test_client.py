@@ -332,6 +332,18 @@ async def test_not_sse_is_a_clear_error() -> None:
 
 
 @pytest.mark.anyio
+async def test_not_sse_quotes_the_start_of_the_body_and_reads_no_more() -> None:
+    page = b"<!doctype html><title>Sign in</title>" + b"x" * 1_000_000
+    with (Scripted([Reply(page, content_type="text/html")]) as srv,
+          pytest.raises(ResponseStatusError, match="this is not an event stream") as info):
+        await read_all(srv.url)
+    assert "text/html" in str(info.value)
+    assert "<!doctype html><title>Sign in</title>xxx" in str(info.value)
+    assert len(str(info.value)) < 600  # the start of the body, not all of it
+    assert not info.value.retryable
+
+
+@pytest.mark.anyio
 async def test_max_attempts_gives_up_saying_what_happened() -> None:
     with Scripted([Reply(chunks(1, 1)), Reply(b"")]) as srv:
         got: list[ChunkFrame] = []

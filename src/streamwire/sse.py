@@ -48,8 +48,8 @@ __all__ = [
 ]
 
 #: Default cap on one line (bytes). LLM streams carry attachments as data URLs in one JSON line;
-#: the TRD sizes them at 1-10 MB, so 32 MiB admits them with room, while a peer that never sends a
-#: line end cannot grow the buffer past it.
+#: the Stream Module TRD (``seeds/003_60bfba441a0f0128.txt``) sizes them at 1-10 MB, so 32 MiB
+#: admits them with room, while a peer that never sends a line end cannot grow the buffer past it.
 DEFAULT_MAX_LINE_SIZE: Final = 32 * 1024 * 1024
 #: Default cap on the data of one event (characters, which is bytes for the ASCII of JSON): the same
 #: reasoning as the line cap, for events made of many ``data:`` lines.

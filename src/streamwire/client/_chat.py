@@ -1,5 +1,7 @@
-"""The Python chat transport (D-4's reader side): a run's durable reply read as the TRD's chat
-events, over the resumable reader.
+"""The Python chat transport: a run's durable reply read as the chat events of the Stream Module
+TRD (``seeds/003_60bfba441a0f0128.txt``), over the resumable reader. It is the reader side of
+"The chat reply" in the wire v2 seed (``seeds/000_e7e163321047a0a9.txt``): a forwarded run error
+ends the reply as an error, and a body with no terminal frame is a drop.
 
 ::
 
