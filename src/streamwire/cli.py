@@ -9,6 +9,11 @@ stderr (so a server is never open for writes by accident). Reads are open unless
 ``--protect-reads`` is given. One log line is written per SSE connection opened and closed.
 SIGINT / SIGTERM end every open stream with a recoverable ``fail`` frame, then the server exits
 within ``--grace`` seconds.
+
+``--agent MODULE:CALLABLE`` (repeatable; ``demo`` for the built-in scripted chat agent) also
+serves the runs API (``POST /runs``, resume, stop, status, sse) for those agents; ``--run-lease``
+is the seconds after which a dead worker's runs end ``WORKER_LOST``. ``streamwire run`` starts a
+run and prints its reply live (``streamwire.run_command``).
 """
 
 from __future__ import annotations

@@ -229,19 +229,9 @@ class AsyncDispatcher(DispatcherBase[T]):
 
     async def stop(self, run_id: str) -> dict[str, Any]:
         """``POST /runs/{id}/stop`` (idempotent, so retried on a lost answer); the status."""
-        follow = self.follow_state(run_id, 0)
-        while True:
-            try:
-                response = await self.client.post(self.url(run_id, "stop"), headers=self.headers,
-                                                  timeout=self.timeout)
-                if response.status_code == 200:
-                    answer: dict[str, Any] = response.json()
-                    return answer
-                raise error_for(response.status_code, response.content, run_id)
-            except (httpx.TransportError, StreamwireError) as exc:
-                if isinstance(exc, StreamwireError) and not exc.retryable:
-                    raise
-                await anyio.sleep(follow.backoff.next_delay(retryable_error(exc), now(), None, 0))
+        answer = await self._call("POST", self.url(run_id, "stop"), run_id)
+        assert answer is not None
+        return answer
 
     async def _entry(self, kind: str, url: str, body: dict[str, Any], run_id: str
                      ) -> dict[str, Any]:
@@ -267,11 +257,19 @@ class AsyncDispatcher(DispatcherBase[T]):
             await anyio.sleep(follow.backoff.next_delay(retryable_error(lost), now(), None, 0))
 
     async def _status_after_loss(self, run_id: str, follow: Follow) -> dict[str, Any] | None:
+        return await self._call("GET", self.url(run_id, "status"), run_id, missing_ok=True,
+                                follow=follow)
+
+    async def _call(self, method: str, url: str, run_id: str, *, missing_ok: bool = False,
+              follow: Follow | None = None) -> dict[str, Any] | None:
+        """A request the run allows to repeat, retried until it is answered (None: a 404 when
+        ``missing_ok``); a final error answer raises its typed error."""
+        follow = follow or self.follow_state(run_id, 0)
         while True:
             try:
-                response = await self.client.get(self.url(run_id, "status"),
-                                                  headers=self.headers, timeout=self.timeout)
-                if response.status_code == 404:
+                response = await self.client.request(method, url, headers=self.headers,
+                                                     timeout=self.timeout)
+                if response.status_code == 404 and missing_ok:
                     return None
                 if response.status_code == 200:
                     answer: dict[str, Any] = response.json()

@@ -14,6 +14,7 @@ The rules, written once above the storage:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
@@ -56,10 +57,11 @@ __all__ = ["DEFAULT_LEASE_TIME", "DEFAULT_POLL_INTERVAL", "DEFAULT_STOP_WAIT", "
 logger = logging.getLogger("streamwire.runs")
 
 #: Seconds a worker's lease on a run lasts without renewal: when a worker dies, its runs end
-#: ``WORKER_LOST`` within this time (plus one sweep). Renewals come every third of it.
+#: ``WORKER_LOST`` within this time plus one sweep (a quarter of it, at most 5 s). Renewals come
+#: every third of it.
 DEFAULT_LEASE_TIME: Final = 30.0
-#: Seconds between a worker's looks at its runs' records (stop flags from other processes,
-#: lease renewals) and between sweeps for lost runs.
+#: Seconds between a worker's looks at its own runs' records (stop flags from other processes,
+#: lease renewals); none while it runs nothing.
 DEFAULT_POLL_INTERVAL: Final = 0.25
 #: Seconds ``stop`` waits for the run's terminal before answering with the status it has.
 DEFAULT_STOP_WAIT: Final = 10.0
@@ -111,7 +113,7 @@ class Runs:
         agents: agents by name, or a list of agents served under their ``__name__``.
         store: where records live (default: beside ``log``, ``store_for(log)``).
         lease_time: seconds before a silent worker's runs end ``WORKER_LOST``.
-        poll_interval: seconds between looks at this worker's runs and sweeps for lost ones.
+        poll_interval: seconds between looks at this worker's runs (stop flags, lease renewals).
         expose_errors: put an agent exception's type and text on the wire (development only).
     """
 
@@ -358,11 +360,16 @@ class Runs:
     # -- the keeper: leases, stop flags, the sweeper ----------------------------------------------
 
     async def _keeper(self) -> None:
-        while True:
+        # Sweeps for lost runs come every quarter lease (at most every 5 s): a dead worker's runs
+        # end within lease_time plus that, and an idle process reads the store only that often.
+        sweep_every = max(1, round(min(self.lease_time / 4, 5.0) / self.poll_interval))
+        for tick in itertools.count(1):
             await anyio.sleep(self.poll_interval)
             try:
-                await self._tend()
-                await self._sweep()
+                if self._local:
+                    await self._tend()
+                if tick % sweep_every == 0:
+                    await self._sweep()
             except StreamwireError as exc:
                 logger.warning("runs keeper: %s", exc)
 
