@@ -30,13 +30,14 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
+
+from streamwire.client import AsyncProducer
 
 TOKEN = "adversarial-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -166,44 +167,37 @@ class PrivateRedis:
 
 
 class Producer:
-    """An idempotent producer over HTTP: every request carries Producer-Id/-Epoch/-Seq and is
-    retried with the same seq on a connection error, a 503 or a 504 (bounded)."""
+    """One writer of the run: ``streamwire.client.AsyncProducer`` (Producer-Id/-Epoch/-Seq on
+    every request, retried with the same seq after a lost answer, a 503 or a 504), on a client of
+    its own that counts every answer it gets."""
 
     def __init__(self, client: httpx.AsyncClient, stream: str, name: str) -> None:
-        self.client, self.stream, self.name = client, stream, name
-        self.id = f"{name}-{uuid.uuid4().hex[:8]}"
-        self.seq = 0
+        self.stream, self.name = stream, name
         self.acked: list[tuple[int, int]] = []  # (sequence, i)
-        self.retries = 0
         self.statuses: dict[int, int] = {}
 
-    async def send(self, route: str, body: Any, limit: float = 30.0) -> httpx.Response:
-        headers = {**AUTH, "Producer-Id": self.id, "Producer-Epoch": "0",
-                   "Producer-Seq": str(self.seq)}
-        deadline = time.monotonic() + limit
-        delay = 0.05
-        while True:
-            try:
-                resp = await self.client.post(f"/streams/{self.stream}/{route}", json=body,
-                                              headers=headers)
-                self.statuses[resp.status_code] = self.statuses.get(resp.status_code, 0) + 1
-                if resp.status_code not in (502, 503, 504):
-                    self.seq += 1
-                    return resp
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name}: no answer within {limit}s")
-            self.retries += 1
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
+        async def count(response: httpx.Response) -> None:
+            self.statuses[response.status_code] = self.statuses.get(response.status_code, 0) + 1
 
-    async def append(self, first: int, count: int) -> httpx.Response:
-        body = [{"step": 0, "chunk": {"w": self.name, "i": i}} for i in range(first, first + count)]
-        resp = await self.send("chunks", body)
-        if resp.status_code == 200:
-            self.acked += zip(resp.json()["sequences"], range(first, first + count), strict=True)
-        return resp
+        self.client = httpx.AsyncClient(timeout=30, event_hooks={"response": [count]})
+        self.inner = AsyncProducer(self.client, client.base_url, stream, token=TOKEN,
+                                   keepalive_interval=None)
+
+    @property
+    def retries(self) -> int:
+        return sum(n for status, n in self.statuses.items() if status >= 500)
+
+    async def send(self, route: str, body: Any, limit: float = 30.0) -> None:
+        assert route == "end", route
+        await self.inner.end(body["status"])
+
+    async def append(self, first: int, count: int) -> None:
+        chunks = [(0, {"w": self.name, "i": i}) for i in range(first, first + count)]
+        sequences = await self.inner.append(chunks)
+        self.acked += zip(sequences, range(first, first + count), strict=True)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
 
 
 async def read_stream(base: str, stream: str, *, limit: float = 60.0) -> list[dict[str, Any]]:
@@ -346,6 +340,8 @@ async def attack_concurrent_writers(srv: Server, client: httpx.AsyncClient,
 
     await asyncio.gather(*(run(p) for p in producers))
     await client.post("/streams/cw/end", headers=AUTH, json={"status": "completed"})
+    for p in producers:
+        await p.aclose()
     sequences = sorted(s for p in producers for s, _ in p.acked)
     report.check(sequences == list(range(1, 1001)), "concurrent writers: sequences not 1..1000")
     check_once(report, "concurrent writers", await read_stream(srv.base, "cw"), producers)
@@ -491,8 +487,12 @@ async def write_burst(client: httpx.AsyncClient, stream: str, producers: list[Pr
         finally:
             over.set()
 
-    await asyncio.gather(strike(), *(run(p) for p in producers))
-    await producers[0].send("end", {"status": "completed"})
+    try:
+        await asyncio.gather(strike(), *(run(p) for p in producers))
+        await producers[0].send("end", {"status": "completed"})
+    finally:
+        for p in producers:
+            await p.aclose()
 
 
 async def attack_restart(srv: Server, client: httpx.AsyncClient, report: Report) -> None:
