@@ -256,3 +256,18 @@ async def test_an_idle_producer_sends_keepalives_and_a_busy_one_does_not() -> No
         assert keepalives() - stopped >= 3
     sent = [r for line, r in zip(srv.lines, srv.requests, strict=True) if "keepalive" in line]
     assert all("producer-seq" not in r for r in sent)
+
+
+async def test_keepalives_stop_on_a_server_without_the_route(
+        url: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="streamwire.client")
+    await create(url, "k")
+    async with httpx.AsyncClient() as client, AsyncProducer(
+            client, url, "k", retry=FAST, keepalive_interval=0.1) as producer:
+        await anyio.sleep(0.6)
+        assert await producer.append_chunk(0, "still writes") == 1
+    said = [r.getMessage() for r in caplog.records if "keepalive" in r.getMessage()]
+    if any("does not serve keepalives" in m for m in said):  # the route is not served (yet)
+        assert len(said) == 1, said
+    else:
+        assert said == []  # the server serves it: nothing to say

@@ -20,7 +20,8 @@ Calls of one producer run one at a time. While the producer is open and idle it 
 lease during a long tool call (None: never). A producer that restarts and takes the stream over
 uses a higher ``epoch`` (from ``seq`` 0): the older instance is fenced (``ProducerEpochError``).
 
-Failures of a keepalive are logged (``streamwire.client``) and otherwise left to the next write.
+Failures of a keepalive are logged (``streamwire.client``) and otherwise left to the next write;
+a server that answers a keepalive with 404 or 405 has no such route, and gets no more of them.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import anyio
 import anyio.abc
 import httpx
 
-from ..errors import StreamwireError
+from ..errors import ResponseStatusError, StreamwireError
 from ..frames import EndStatus
 from ._base import LOGGER
 from ._core import RetryPolicy
@@ -109,9 +110,16 @@ class _ProducerBase:
                    "%s; sending it again in %.1fs (attempt %d)", error, delay, attempt)
         return delay
 
-    def _keepalive_failed(self, exc: BaseException) -> None:
+    def _keepalive_failed(self, exc: BaseException) -> bool:
+        """Log a failed keepalive; False when keepalives should stop: the server has no such
+        route (404/405; its writes renew the lease, or it keeps none), so asking again is noise."""
         self._last_request = time.monotonic()
+        if isinstance(exc, ResponseStatusError) and exc.status_code in (404, 405):
+            LOGGER.info("producer %r: the server does not serve keepalives (%s); not sending "
+                        "more", self.producer_id, exc)
+            return False
         LOGGER.warning("producer %r: keepalive failed: %s", self.producer_id, exc)
+        return True
 
 
 class AsyncProducer(_ProducerBase):
@@ -207,7 +215,8 @@ class AsyncProducer(_ProducerBase):
             try:
                 await self.keepalive()
             except StreamwireError as exc:
-                self._keepalive_failed(exc)
+                if not self._keepalive_failed(exc):
+                    return
 
 
 class Producer(_ProducerBase):
@@ -288,4 +297,5 @@ class Producer(_ProducerBase):
             try:
                 self.keepalive()
             except StreamwireError as exc:
-                self._keepalive_failed(exc)
+                if not self._keepalive_failed(exc):
+                    return
