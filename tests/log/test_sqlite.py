@@ -10,6 +10,7 @@ import sys
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import msgspec
@@ -24,14 +25,18 @@ pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[2]
 
+#: The writer's lease in these tests (seconds): a killed writer's stream fails this long after
+#: its last append.
+WRITER_TIMEOUT = 1.0
+
 #: The writer process: creates stream "s", appends 30 chunks, says so, then appends one chunk
 #: every few milliseconds until it is killed (or, with "end", ends the stream and exits).
 WRITER = textwrap.dedent("""
     import sys, anyio
     from streamwire.log.sqlite import SQLiteLog
 
-    async def main(path, mode):
-        log = SQLiteLog(path)
+    async def main(path, mode, timeout):
+        log = SQLiteLog(path, writer_timeout=float(timeout))
         await log.create_stream("s")
         for i in range(1, 31):
             await log.append("s", i // 10, b'{"n":%d}' % i)
@@ -46,13 +51,15 @@ WRITER = textwrap.dedent("""
             await log.append("s", i // 10, b'{"n":%d}' % i)
             await anyio.sleep(0.003)
 
-    anyio.run(main, sys.argv[1], sys.argv[2])
+    anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3])
 """)
 
 
-def _start_writer(path: Path, mode: str) -> subprocess.Popen[str]:
+def _start_writer(path: Path, mode: str,
+                  timeout: float = WRITER_TIMEOUT) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), mode], text=True,
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), mode, str(timeout)],
+                            text=True,
                             stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -111,6 +118,7 @@ async def test_a_stream_left_active_by_a_dead_process_is_failed_on_open(tmp_path
     proc = await anyio.to_thread.run_sync(_start_writer, path, "live")
     proc.send_signal(signal.SIGKILL)
     await anyio.to_thread.run_sync(proc.wait)
+    await anyio.sleep(WRITER_TIMEOUT * 1.2)  # the dead writer's lease lapses
     async with SQLiteLog(path) as log:
         info = await log.info("s")  # the first call opens the file and fails the orphan
         assert (info.status, info.recoverable, info.error_detail) == (
@@ -133,14 +141,40 @@ async def test_a_finished_stream_survives_its_writer_process(tmp_path: Path) -> 
     assert (info.status, info.output) == ("completed", {"chunks": 30})
 
 
-async def test_closing_the_writing_log_counts_as_a_dead_writer(tmp_path: Path) -> None:
+async def test_a_restart_is_invisible_to_a_writer_that_comes_back_in_time(
+        tmp_path: Path) -> None:
+    """A stream belongs to its writer's lease, not to the process that served its last write: a
+    writer process killed (SIGKILL) and replaced within writer_timeout carries on; one that never
+    comes back leaves a stream that fails once the lease lapses."""
     path = tmp_path / "log.db"
-    async with SQLiteLog(path) as first:
+    proc = await anyio.to_thread.run_sync(_start_writer, path, "live", 10.0)
+    proc.send_signal(signal.SIGKILL)
+    await anyio.to_thread.run_sync(proc.wait)
+    async with SQLiteLog(path, writer_timeout=WRITER_TIMEOUT) as restarted:
+        head = (await restarted.info("s")).head
+        assert (await restarted.info("s")).status == "active"
+        assert await restarted.append("s", 9, b"1") == head + 1  # the writer is back in time
+        await restarted.keepalive("s")
+    async with SQLiteLog(path, writer_timeout=WRITER_TIMEOUT) as log:
+        assert (await log.info("s")).status == "active"
+        await anyio.sleep(WRITER_TIMEOUT * 1.2)  # nobody writes any more
+        info = await log.info("s")
+        assert (info.status, info.recoverable, info.error_detail) == (
+            "failed", True, {"code": "WRITER_GONE"})
+        await log.reactivate_stream("s")  # a new writer takes the stream over
+        assert await log.append("s", 0, b"2") == head + 2
+
+
+async def test_closing_the_writing_log_leaves_the_stream_to_its_lease(tmp_path: Path) -> None:
+    path = tmp_path / "log.db"
+    async with SQLiteLog(path, writer_timeout=0.5) as first:
         await first.create_stream("s")
         await first.append("s", 0, b"1")
         await first.create_stream("done")
         await first.end_stream("done")
     async with SQLiteLog(path) as second:
+        assert (await second.info("s")).status == "active"  # a server restart: nothing failed
+        await anyio.sleep(0.6)
         info = await second.info("s")
         assert (info.status, info.recoverable, info.head) == ("failed", True, 1)
         assert (await second.info("done")).status == "completed"
@@ -294,3 +328,51 @@ async def test_cancelled_calls_leave_no_gap_and_aclose_stops_the_worker(tmp_path
     assert thread.is_alive()
     await log.aclose()
     assert not thread.is_alive()
+
+
+async def test_parked_readers_cost_no_sql(tmp_path: Path) -> None:
+    """Idle readers cost nothing: parked on a live stream whose writer holds its lease, they run
+    no SQL at all (other processes' commits are watched by one query per log, and the lease end
+    is known); the first change wakes every one of them."""
+    async with SQLiteLog(tmp_path / "log.db") as log:
+        await log.create_stream("s")
+        await log.append("s", 0, b"1")
+        polls = 0
+        poll = log._sql.poll
+
+        def counting(*args: Any) -> Any:
+            nonlocal polls
+            polls += 1
+            return poll(*args)
+
+        log._sql.poll = counting  # type: ignore[method-assign]
+        parked = 0
+        all_parked = anyio.Event()
+        got: list[list[int]] = []
+
+        async def reader() -> None:
+            nonlocal parked
+            seqs: list[int] = []
+            async for frame in log.read("s", 0):
+                if isinstance(frame, ChunkFrame):
+                    seqs.append(frame.sequence)
+                    if frame.sequence == 2:
+                        break
+                if isinstance(frame, CaughtUpFrame):
+                    parked += 1
+                    if parked == 50:
+                        all_parked.set()
+            got.append(seqs)
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                for _ in range(50):
+                    group.start_soon(reader)
+                await all_parked.wait()
+                await anyio.sleep(0.2)
+                before = polls
+                await anyio.sleep(2.5)  # longer than poll_interval (1 s): nobody looks
+                assert polls == before
+                await log.append("s", 0, b"2")
+        assert got == [[1, 2]] * 50
+        assert polls >= before + 50

@@ -20,6 +20,11 @@ in ``streamwire.log._reader``, and every backend applies them):
   a reader, and a chunk that a cleanup removed before a reader took it is never delivered to it
   (the reader gets the ``rewound`` marker in its place);
 * ``rewound`` goes only to readers attached when the cleanup ran, at the point where it happened;
+* a stream belongs to its writer's lease, not to a process: a writer that neither appends nor
+  calls ``keepalive`` for ``writer_timeout`` seconds is gone, and its stream ends with a
+  recoverable ``fail`` (``WRITER_GONE``); a server restart within that time is invisible;
+* a writer that passes ``producer=Producer(id, epoch, seq)`` is idempotent: a retried request is
+  stored once and answered with its original result (``Producer``);
 * every limit is a keyword of the backend (``max_chunks_per_stream``, ``max_bytes_per_stream``,
   ``max_chunk_size``, ``finished_ttl`` with 0 = keep finished streams forever); defaults and the
   shared checks are in ``streamwire.log._common``.
@@ -150,6 +155,18 @@ class StreamLog(Protocol):
     ) -> None:
         """Persist a failure; attached readers get ``FailFrame`` and stop. A repeated
         ``producer`` request is a no-op (also once the stream finished)."""
+        ...
+
+    async def keepalive(self, stream_id: str) -> None:
+        """Renew the writer's lease of an active stream without writing a chunk (a quiet writer,
+        e.g. during a long tool call, calls it more often than ``writer_timeout``).
+
+        Every backend takes ``writer_timeout`` (seconds, default 30): appends, ``keepalive``,
+        ``create_stream``, ``reset_stream`` and ``reactivate_stream`` renew the lease; an active
+        stream whose lease lapsed ends with ``fail{recoverable: true, errorDetail.code:
+        "WRITER_GONE"}``, written once by whoever notices (a parked reader, the next call); the
+        writer's later calls raise ``StreamStateError``. Raises ``StreamNotFoundError`` for an
+        unknown stream and ``StreamStateError`` when it is not active (also once it lapsed)."""
         ...
 
     async def cleanup_to_step(self, stream_id: str, step: int) -> RewoundFrame:

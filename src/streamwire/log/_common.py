@@ -20,8 +20,10 @@ __all__ = [
     "DEFAULT_MAX_BYTES_PER_STREAM",
     "DEFAULT_MAX_CHUNKS_PER_STREAM",
     "DEFAULT_MAX_CHUNK_SIZE",
+    "DEFAULT_WRITER_TIMEOUT",
     "FINISHED",
     "MAX_SAFE_INTEGER",
+    "WRITER_GONE",
     "behind_frame",
     "check_cursor",
     "check_end_status",
@@ -54,6 +56,11 @@ DEFAULT_FINISHED_TTL: Final = 3600.0
 #: cursors and producer epochs and seqs above it are refused, on every backend alike.
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
+#: Seconds a writer's lease lasts without an append or a ``keepalive``: a stream whose lease lapsed
+#: that long ends with ``fail{recoverable: true, errorDetail.code: WRITER_GONE}``. 30 s (as Durable
+#: Streams' leases) lets a producer ride out a server restart or a slow tool call that keeps alive.
+DEFAULT_WRITER_TIMEOUT: Final = 30.0
+
 #: The statuses after which a reader gets its terminal frame.
 FINISHED: Final[frozenset[StreamStatus]] = frozenset({"completed", "paused", "interrupted", "failed"})
 
@@ -80,6 +87,14 @@ def check_limits(
         ok = False
     if not ok:
         raise UsageError(f"finished_ttl must be a number of seconds >= 0, not {finished_ttl!r}")
+
+
+#: The persisted ``fail`` payload of a stream whose writer's lease lapsed (one rule, every backend:
+#: the stream is failed by whichever process notices first, once; readers re-attach and get every
+#: stored chunk, then this terminal).
+WRITER_GONE: Final[dict[str, Any]] = {
+    "error": "the stream's writer is gone: no append or keepalive within writer_timeout",
+    "recoverable": True, "error_detail": {"code": "WRITER_GONE"}}
 
 
 def check_seconds(name: str, value: object) -> None:

@@ -44,7 +44,8 @@ class Stream:
     ``ReadView`` (``streamwire.log._reader``): on one event loop, a synchronous look is consistent."""
 
     __slots__ = (
-        "deleted", "entries", "epoch", "expires_at", "head", "lost_above", "marker_base",
+        "deleted", "entries", "epoch", "expires_at", "head", "lease_timer", "lease_until",
+        "lost_above", "marker_base",
         "markers", "max_chunks", "nbytes", "payload", "producers", "readers", "run_start",
         "start", "status", "stream_id", "trim_at", "trimmed", "truncated_at_step", "version",
         "waiters", "wake")
@@ -72,6 +73,8 @@ class Stream:
         self.waiters: list[asyncio.Future[None]] = []  # asyncio readers parked on the stream
         self.wake: anyio.Event | None = None  # readers on other event loops
         self.expires_at: float | None = None
+        self.lease_until = 0.0  # time.monotonic() when the writer's lease lapses
+        self.lease_timer: asyncio.TimerHandle | None = None  # parked readers' look at it
         self.deleted = False
 
     def floor(self) -> int:

@@ -18,6 +18,7 @@ from ._redis_scripts import LiveKind
 
 __all__ = [
     "CLOSED",
+    "DUE",
     "OVERFLOW",
     "Dispatcher",
     "Live",
@@ -78,15 +79,17 @@ def _parse_live(data: bytes) -> Live:
 
 OVERFLOW: Final = Live(LiveKind.OVERFLOW, "", 0, ())
 CLOSED: Final = Live(LiveKind.CLOSED, "", 0, ())
+DUE: Final = Live(LiveKind.DUE, "", 0, ())
 
 
 @final
 class Sub:
     """One local reader's bounded queue of live messages."""
 
-    __slots__ = ("ended", "error", "overflow", "queue", "wake")
+    __slots__ = ("due", "ended", "error", "overflow", "queue", "wake")
 
     def __init__(self) -> None:
+        self.due = False
         self.queue: deque[Live] = deque()
         self.wake = asyncio.Event()
         self.overflow = False
@@ -126,8 +129,28 @@ class Sub:
         self.queue.append(CLOSED)
         self.wake.set()
 
-    async def next(self) -> Live:
+    async def next(self, within: float = math.inf) -> Live:
+        """The next message, or ``DUE`` when none came within ``within`` seconds."""
+        timer = None
+        if within < math.inf:
+            loop = asyncio.get_running_loop()
+            timer = loop.call_later(max(within, 0.0), self._due)
+        try:
+            return await self._next()
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _due(self) -> None:
+        self.due = True
+        self.wake.set()
+
+    async def _next(self) -> Live:
         while True:
+            if self.due:
+                self.due = False
+                if not self.queue and self.error is None and not self.overflow:
+                    return DUE
             if self.error is not None:
                 raise self.error
             if self.overflow:

@@ -20,6 +20,7 @@ __all__ = [
     "META_FIELDS",
     "READ_ONLY",
     "SCRIPTS",
+    "LeaseLapsedError",
     "LiveKind",
     "map_reply",
     "run_script",
@@ -45,13 +46,16 @@ class LiveKind(enum.StrEnum):
     OVERFLOW = "o"
     #: Never published: the log closed.
     CLOSED = "z"
+    #: Never published: a parked reader's look at the writer's lease is due.
+    DUE = "d"
 
 
 #: ``rewound`` markers kept per stream (``rw:<number>`` fields of the meta hash); a reader owed
 #: an older one gets a recoverable ``fail`` and re-attaches.
 MAX_MARKERS: Final = 1024
 #: The meta hash fields a page reads, in this order.
-META_FIELDS: Final = ("epoch", "head", "status", "run", "tfloor", "nrew", "marker", "term")
+META_FIELDS: Final = ("epoch", "head", "status", "run", "tfloor", "nrew", "marker", "term",
+                      "lease")
 
 
 def _lua(source: str) -> str:
@@ -116,9 +120,28 @@ local function producer_record(m, p, raw, first, count)
 end
 """
 
-# ARGV: channel, max chunks, max bytes, n, n x (step, chunk), producer (3). Returns the first
-# sequence, or {first, count} for a producer's repeated request.
-_APPEND: Final = _PRODUCER + """
+# The writer's lease (the rule of streamwire.log._common.WRITER_GONE): the meta field lease is the
+# Redis server's clock (ms) when it lapses; writes refuse a lapsed stream (SWLAPSED: the caller then
+# runs the lapse script, which fails it once) and renew it.
+_LEASE: Final = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function lapsed(m)
+  local lease = tonumber(redis.call('HGET', m, 'lease') or '0')
+  return lease > 0 and now_ms() >= lease
+end
+
+local function renew(m, ms)
+  redis.call('HSET', m, 'lease', string.format('%d', now_ms() + tonumber(ms)))
+end
+"""
+
+# ARGV: channel, max chunks, max bytes, n, n x (step, chunk), producer (3), writer timeout ms.
+# Returns the first sequence, or {first, count} for a producer's repeated request.
+_APPEND: Final = _PRODUCER + _LEASE + """
 local m, xs = KEYS[1], KEYS[2]
 local st = redis.call('HGET', m, 'status')
 if not st then return redis.error_reply('SWNOTFOUND') end
@@ -128,6 +151,8 @@ local verdict, pstate, pcount = producer_admit(m, pa)
 if not verdict then return redis.error_reply(pstate) end
 if verdict == 'dup' then return {pstate, pcount} end
 if st ~= 'active' then return redis.error_reply('SWSTATE ' .. st) end
+if lapsed(m) then return redis.error_reply('SWLAPSED') end
+renew(m, ARGV[pa + 3])
 if n == 0 then
   local nxt = tonumber(redis.call('HGET', m, 'head')) + 1
   producer_record(m, pa, pstate, nxt, 0)
@@ -176,16 +201,43 @@ producer_record(m, pa, pstate, first, n)
 return first
 """
 
-# ARGV: channel, epoch. Returns 1 when created, 0 when it existed.
-_CREATE: Final = """
+# ARGV: channel, epoch, writer timeout ms. Returns 1 when created, 0 when it existed.
+_CREATE: Final = _LEASE + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'head', 0, 'status', 'active', 'run', 0,
   'bytes', 0, 'tfloor', 0, 'nrew', 0)
+renew(KEYS[1], ARGV[3])
+return 1
+"""
+
+# ARGV: channel, writer timeout ms.
+_KEEPALIVE: Final = _LEASE + """
+local st = redis.call('HGET', KEYS[1], 'status')
+if not st then return redis.error_reply('SWNOTFOUND') end
+if st ~= 'active' then return redis.error_reply('SWSTATE ' .. st) end
+if lapsed(KEYS[1]) then return redis.error_reply('SWLAPSED') end
+renew(KEYS[1], ARGV[2])
+return 1
+"""
+
+# ARGV: channel, ttl ms, the WRITER_GONE fail frame's JSON. Fails an active stream whose lease
+# lapsed (and publishes it); returns 1 when it did, 0 when there was nothing to do.
+_LAPSE: Final = _LEASE + """
+local m, xs = KEYS[1], KEYS[2]
+if redis.call('HGET', m, 'status') ~= 'active' or not lapsed(m) then return 0 end
+redis.call('HSET', m, 'status', 'failed', 'term', ARGV[3])
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+  redis.call('PEXPIRE', m, ttl)
+  redis.call('PEXPIRE', xs, ttl)
+end
+local ep, head = redis.call('HGET', m, 'epoch'), redis.call('HGET', m, 'head')
+redis.call('PUBLISH', ARGV[1], '@FAIL@' .. ep .. ' ' .. head .. '\\n' .. ARGV[3])
 return 1
 """
 
 # ARGV: channel, status, terminal JSON, ttl ms, kind letter (LiveKind.END or FAIL), producer (3).
-_FINISH: Final = _PRODUCER + """
+_FINISH: Final = _PRODUCER + _LEASE + """
 local m, xs = KEYS[1], KEYS[2]
 local st = redis.call('HGET', m, 'status')
 if not st then return redis.error_reply('SWNOTFOUND') end
@@ -193,6 +245,7 @@ local verdict, pstate = producer_admit(m, 6)
 if not verdict then return redis.error_reply(pstate) end
 if verdict == 'dup' then return 1 end
 if st ~= 'active' then return redis.error_reply('SWSTATE ' .. st) end
+if lapsed(m) then return redis.error_reply('SWLAPSED') end
 redis.call('HSET', m, 'status', ARGV[2], 'term', ARGV[3])
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
@@ -258,8 +311,8 @@ redis.call('PUBLISH', ARGV[1], '@REWOUND@' .. ep .. ' ' .. nrew .. '\\n' .. rw)
 return {rw, nrew, ep}
 """
 
-# ARGV: channel, mode ('reset' | 'reactivate').
-_RESTART: Final = """
+# ARGV: channel, mode ('reset' | 'reactivate'), writer timeout ms.
+_RESTART: Final = _LEASE + """
 local m, xs = KEYS[1], KEYS[2]
 local st = redis.call('HGET', m, 'status')
 if not st then return redis.error_reply('SWNOTFOUND') end
@@ -274,6 +327,7 @@ else
 end
 redis.call('HDEL', m, 'marker', 'term')
 redis.call('PERSIST', m)
+renew(m, ARGV[3])
 return 1
 """
 
@@ -288,10 +342,11 @@ return 1
 
 # ARGV: channel (unused), after (exclusive), count, mark. Returns {} for an unknown stream, else
 # {META_FIELDS' values, lowest retained sequence or 0, {id, chunk, id, chunk, ...}, number and
-# JSON of the oldest kept marker numbered above mark (0 and false when none)}, read atomically.
-_PAGE_SCRIPT: Final = """
+# JSON of the oldest kept marker numbered above mark (0 and false when none), the server's clock
+# (ms)}, read atomically.
+_PAGE_SCRIPT: Final = _LEASE + """
 local meta = redis.call('HMGET', KEYS[1], 'epoch', 'head', 'status', 'run', 'tfloor', 'nrew',
-  'marker', 'term')
+  'marker', 'term', 'lease')
 if not meta[1] then return {} end
 local low = 0
 local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
@@ -311,7 +366,7 @@ if mark < nrew then
   idx = math.max(mark + 1, nrew - @MAX_MARKERS@ + 1)
   rw = redis.call('HGET', KEYS[1], 'rw:' .. idx)
 end
-return {meta, low, out, idx, rw}
+return {meta, low, out, idx, rw, now_ms()}
 """
 
 
@@ -328,10 +383,16 @@ class _Script:
 
 SCRIPTS: Final = {name: _Script(_lua(src)) for name, src in (
     ("append", _APPEND), ("create", _CREATE), ("finish", _FINISH), ("cleanup", _CLEANUP),
-    ("restart", _RESTART), ("delete", _DELETE), ("page", _PAGE_SCRIPT))}
+    ("restart", _RESTART), ("delete", _DELETE), ("page", _PAGE_SCRIPT),
+    ("keepalive", _KEEPALIVE), ("lapse", _LAPSE))}
 
 #: Scripts that change nothing (or nothing twice): safe to retry after an unknown outcome.
-READ_ONLY: Final = frozenset({"page", "create"})
+READ_ONLY: Final = frozenset({"page", "create", "keepalive", "lapse"})
+
+
+class LeaseLapsedError(StreamStateError):
+    """A write found the stream's writer lease lapsed: the caller fails the stream (the lapse
+    script), then raises this (a ``StreamStateError``)."""
 
 
 async def run_script(commands: Commands, name: str, keys: tuple[str, str, str],
@@ -372,6 +433,9 @@ def map_reply(exc: redis_errors.ResponseError, stream_id: str, what: str,
     if text.startswith("SWPSEQ "):
         _, expected, received, why = text.split()
         return sequence_error(producer_id, int(expected), int(received), why)
+    if text.startswith("SWLAPSED"):
+        return LeaseLapsedError(f"cannot {what} stream {stream_id!r}: its writer's lease lapsed "
+                                "(no append or keepalive within writer_timeout); it is failed")
     if text.startswith("SWPEPOCH "):
         _, current, received = text.split()
         return epoch_error(producer_id, int(current), int(received))

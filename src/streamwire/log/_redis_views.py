@@ -30,13 +30,14 @@ class Page:
     atomically by the page script."""
 
     __slots__ = ("_blind", "_mark", "_marker", "_term", "deleted", "entries", "epoch", "head",
-                 "lost_above", "low", "marks", "run_start", "status", "truncated_at_step")
+                 "lease_left", "lost_above", "low", "marks", "run_start", "status",
+                 "truncated_at_step")
 
     status: StreamStatus
 
     def __init__(self, reply: list[Any], mark: int) -> None:
         self.deleted = False
-        epoch, head, status, run, tfloor, nrew, marker, term = reply[0]
+        epoch, head, status, run, tfloor, nrew, marker, term, lease = reply[0]
         self.epoch = cast(bytes, epoch).decode()
         self.head = int(head)
         self.status = cast(StreamStatus, cast(bytes, status).decode())
@@ -53,6 +54,10 @@ class Page:
         self._marker = None if reply[4] is None else (
             int(reply[3]), rewound_decoder.decode(reply[4]))
         self._blind = False
+        #: Seconds until the writer's lease lapses (Redis's clock; <= 0: lapsed), None when the
+        #: stream is not active or has no lease.
+        self.lease_left = None if lease is None or self.status != "active" else (
+            (int(lease) - int(reply[5])) / 1000)
 
     @property
     def trimmed(self) -> bool:

@@ -9,7 +9,7 @@ import msgspec
 
 from . import StreamStatus
 
-__all__ = ["COLUMNS", "SCHEMA", "Row"]
+__all__ = ["ADDED_COLUMNS", "COLUMNS", "SCHEMA", "Row"]
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS streams (
@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS streams (
     payload BLOB,
     expires_at REAL,
     owner_pid INTEGER NOT NULL,
-    owner_token TEXT NOT NULL
+    owner_token TEXT NOT NULL,
+    lease_until REAL
 );
 CREATE TABLE IF NOT EXISTS chunks (
     skey INTEGER NOT NULL, seq INTEGER NOT NULL, step INTEGER NOT NULL, chunk BLOB NOT NULL,
@@ -47,7 +48,11 @@ CREATE INDEX IF NOT EXISTS streams_expiry ON streams (expires_at) WHERE expires_
 COLUMNS: Final = (
     "key, id, status, "
     "MAX(head, COALESCE((SELECT MAX(seq) FROM chunks WHERE skey = streams.key), 0)), "
-    "run_start, marker, trimmed, trim_floor, epoch, payload, expires_at, owner_pid, owner_token")
+    "run_start, marker, trimmed, trim_floor, epoch, payload, expires_at, owner_pid, owner_token, "
+    "lease_until")
+
+#: Columns added after the first release, with their type: a file made before gets them on open.
+ADDED_COLUMNS: Final = (("lease_until", "REAL"),)
 
 
 class Row(msgspec.Struct, array_like=True, gc=False):
@@ -62,5 +67,6 @@ class Row(msgspec.Struct, array_like=True, gc=False):
     epoch: str
     payload: bytes | None
     expires_at: float | None
-    owner_pid: int
+    owner_pid: int  # the process and log that created or restarted the stream (informational)
     owner_token: str
+    lease_until: float | None  # time.time() when the writer's lease lapses

@@ -22,12 +22,12 @@ import msgspec
 from ..errors import StreamNotFoundError, StreamStateError
 from ..frames import ChunkFrame, RewoundFrame, TerminalFrame, TruncatedFrame
 from . import Producer, StreamInfo, StreamStatus
-from ._common import rewound_frame, terminal_frame
+from ._common import WRITER_GONE, rewound_frame, terminal_frame
 from ._producers import ProducerState, admit, record
 from ._reader import ReaderState, Step, attach, next_frames
 from ._sqlite_schema import COLUMNS, Row
 
-__all__ = ["LIVE_TOKENS", "MAX_MARKERS", "READ_PAGE", "READ_PAGE_BYTES", "SQLReader", "Statements"]
+__all__ = ["MAX_MARKERS", "READ_PAGE", "READ_PAGE_BYTES", "SQLReader", "Statements"]
 
 #: Chunks a reader takes per query: bounds what one reader holds, amortises the thread hop.
 READ_PAGE: Final = 512
@@ -35,31 +35,12 @@ READ_PAGE: Final = 512
 READ_PAGE_BYTES: Final = 4 * 1024 * 1024
 #: ``rewound`` marker rows kept per stream (readers further behind get a recoverable fail).
 MAX_MARKERS: Final = 1024
-
-#: Tokens of the SQLiteLog instances open in this process (their streams' writer is alive).
-LIVE_TOKENS: set[str] = set()
+#: An append renews the lease in the file when less than this share of writer_timeout is left.
+_RENEW_WHEN_LEFT: Final = 2 / 3
 
 _json_encode = msgspec.json.encode
 _json_decode = msgspec.json.decode
-
-_WRITER_GONE: Final = {"error": "the stream's writer is gone (its process or log closed)",
-                       "recoverable": True, "error_detail": {"code": "WRITER_GONE"}}
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
-def _owner_alive(pid: int, token: str) -> bool:
-    if pid == os.getpid():
-        return token in LIVE_TOKENS
-    return _pid_alive(pid)
+_GONE_JSON: Final = _json_encode(WRITER_GONE)
 
 
 @final
@@ -67,10 +48,12 @@ class _Hot:
     """The cache of an active stream this log appends to (valid while no other connection
     committed)."""
 
-    __slots__ = ("head", "key", "nbytes", "nchunks")
+    __slots__ = ("head", "key", "lease_until", "nbytes", "nchunks")
 
-    def __init__(self, key: int, head: int, nchunks: int, nbytes: int) -> None:
+    def __init__(self, key: int, head: int, nchunks: int, nbytes: int,
+                 lease_until: float) -> None:
         self.key = key
+        self.lease_until = lease_until
         self.head = head
         self.nchunks = nchunks
         self.nbytes = nbytes
@@ -98,7 +81,7 @@ class _View:
         self._conn = conn
         self.deleted = row is None
         if row is None:
-            row = Row(0, "", "failed", 0, 0, None, 0, 0, "", None, None, 0, "")
+            row = Row(0, "", "failed", 0, 0, None, 0, 0, "", None, None, 0, "", None)
         self._row = row
         self.epoch = row.epoch
         self.status: StreamStatus = row.status
@@ -152,7 +135,8 @@ class Statements:
     """Every call of ``SQLiteLog`` as SQL; ``pid`` and ``token`` name this log as a writer."""
 
     def __init__(self, *, max_chunks_per_stream: int, max_bytes_per_stream: int,
-                 finished_ttl: float, token: str) -> None:
+                 finished_ttl: float, writer_timeout: float, token: str) -> None:
+        self.writer_timeout = writer_timeout
         self.max_chunks_per_stream = max_chunks_per_stream
         self.max_bytes_per_stream = max_bytes_per_stream
         self.finished_ttl = finished_ttl
@@ -166,15 +150,33 @@ class Statements:
 
     def on_open(self, conn: sqlite3.Connection) -> None:
         """First thing in a fresh connection's first transaction: fail the active streams whose
-        writer is gone and drop the expired ones."""
-        owners = conn.execute("SELECT DISTINCT owner_pid, owner_token FROM streams "
-                              "WHERE status = 'active'").fetchall()
-        for pid, token in owners:
-            if not _owner_alive(pid, token):
-                self._finish(conn, "failed", _WRITER_GONE,
-                             "owner_pid = ? AND owner_token = ? AND status = 'active'",
-                             (pid, token))
+        writer's lease lapsed (streams of a file from before leases get one now) and drop the
+        expired ones."""
+        now = time.time()
+        conn.execute("UPDATE streams SET lease_until = ? WHERE lease_until IS NULL",
+                     (now + self.writer_timeout,))
+        self._finish(conn, "failed", WRITER_GONE, "status = 'active' AND lease_until <= ?",
+                     (now,))
         self._sweep(conn)
+
+    def _settle(self, conn: sqlite3.Connection, row: Row, write: bool) -> Row:
+        """Apply the lease rule to ``row``: an active stream whose lease lapsed fails (recoverable,
+        WRITER_GONE): written now when ``write`` (a write transaction), else only reported so (the
+        next write call or a parked reader's look writes it)."""
+        if row.status == "active" and row.lease_until is not None and (
+                row.lease_until <= time.time()):
+            if write:
+                self._hot.pop(row.id, None)
+                self._finish(conn, "failed", WRITER_GONE, "key = ?", (row.key,))
+            row.status = "failed"
+            row.payload = _GONE_JSON
+        return row
+
+    def _lease(self, conn: sqlite3.Connection, key: int) -> float:
+        """Renew the writer's lease of stream ``key``; return when it lapses now."""
+        until = time.time() + self.writer_timeout
+        conn.execute("UPDATE streams SET lease_until = ? WHERE key = ?", (until, key))
+        return until
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -190,7 +192,8 @@ class Statements:
         conn.execute("DELETE FROM producers WHERE skey = ?", (key,))
         conn.execute("DELETE FROM streams WHERE key = ?", (key,))
 
-    def row(self, conn: sqlite3.Connection, stream_id: str) -> Row:
+    def row(self, conn: sqlite3.Connection, stream_id: str, *, write: bool = True) -> Row:
+        """The stream's row, the lease rule applied (``write``: in a write transaction)."""
         found = conn.execute(f"SELECT {COLUMNS} FROM streams WHERE id = ?",
                              (stream_id,)).fetchone()
         if found is None:
@@ -198,7 +201,7 @@ class Statements:
         row = Row(*found)
         if row.expires_at is not None and row.expires_at <= time.time():
             raise StreamNotFoundError(stream_id)  # expired: the next sweep deletes it
-        return row
+        return self._settle(conn, row, write)
 
     def active_row(self, conn: sqlite3.Connection, stream_id: str) -> Row:
         row = self.row(conn, stream_id)
@@ -215,8 +218,8 @@ class Statements:
 
     # -- the calls ----------------------------------------------------------------------------
 
-    def info(self, conn: sqlite3.Connection, stream_id: str) -> StreamInfo:
-        row = self.row(conn, stream_id)
+    def info(self, conn: sqlite3.Connection, stream_id: str, write: bool = False) -> StreamInfo:
+        row = self.row(conn, stream_id, write=write)
         oldest: int | None = conn.execute("SELECT MIN(seq) FROM chunks WHERE skey = ?",
                                           (row.key,)).fetchone()[0]
         floor = row.head if oldest is None else oldest - 1
@@ -229,11 +232,12 @@ class Statements:
         self._sweep(conn)
         conn.execute(
             "INSERT INTO streams (id, status, head, run_start, marker, trimmed, trim_floor, "
-            "epoch, payload, expires_at, owner_pid, owner_token) "
-            "VALUES (?, 'active', 0, 0, NULL, 0, 0, ?, NULL, NULL, ?, ?) "
+            "epoch, payload, expires_at, owner_pid, owner_token, lease_until) "
+            "VALUES (?, 'active', 0, 0, NULL, 0, 0, ?, NULL, NULL, ?, ?, ?) "
             "ON CONFLICT (id) DO NOTHING",
-            (stream_id, uuid.uuid4().hex[:16], self.pid, self.token))
-        return self.info(conn, stream_id)
+            (stream_id, uuid.uuid4().hex[:16], self.pid, self.token,
+             time.time() + self.writer_timeout))
+        return self.info(conn, stream_id, write=True)
 
     def _admit(self, conn: sqlite3.Connection, stream_id: str,
                producer: Producer) -> tuple[tuple[int, int] | None, int, ProducerState | None]:
@@ -267,15 +271,19 @@ class Statements:
     def _append(self, conn: sqlite3.Connection, stream_id: str,
                 rows: Sequence[tuple[int, bytes]]) -> int:
         hot = self._hot.get(stream_id)
+        now = time.time()
+        if hot is not None and hot.lease_until <= now:
+            del self._hot[stream_id]  # lapsed: the row says so (and the call fails)
+            hot = None
         if hot is None:
             row = self.active_row(conn, stream_id)
             nchunks, nbytes = conn.execute(
                 "SELECT COUNT(*), TOTAL(length(chunk)) FROM chunks WHERE skey = ?",
                 (row.key,)).fetchone()
-            if row.owner_token != self.token:  # this log is the stream's writer now
-                conn.execute("UPDATE streams SET owner_pid = ?, owner_token = ? WHERE key = ?",
-                             (self.pid, self.token, row.key))
-            hot = _Hot(row.key, row.head, nchunks, int(nbytes))
+            hot = _Hot(row.key, row.head, nchunks, int(nbytes), row.lease_until or 0.0)
+        if hot.lease_until - now < self.writer_timeout * _RENEW_WHEN_LEFT:
+            # renewed by appends, written at most every third of writer_timeout
+            hot.lease_until = self._lease(conn, hot.key)
         first = hot.head + 1
         key = hot.key
         if len(rows) == 1:
@@ -342,13 +350,24 @@ class Statements:
                      (row.key, idx - MAX_MARKERS))
         return frame
 
+    def keepalive(self, conn: sqlite3.Connection, stream_id: str) -> None:
+        hot = self._hot.pop(stream_id, None)
+        key = hot.key if hot is not None and hot.lease_until > time.time() else (
+            self.active_row(conn, stream_id).key)
+        until = self._lease(conn, key)
+        if hot is not None:
+            hot.lease_until = until
+            self._hot[stream_id] = hot
+
     def reset(self, conn: sqlite3.Connection, stream_id: str) -> None:
         self._hot.pop(stream_id, None)
         row = self.row(conn, stream_id)
         conn.execute(
             "UPDATE streams SET status = 'active', head = ?, run_start = ?, marker = NULL, "
             "trimmed = 0, trim_floor = 0, payload = NULL, expires_at = NULL, owner_pid = ?, "
-            "owner_token = ? WHERE key = ?", (row.head, row.head, self.pid, self.token, row.key))
+            "owner_token = ?, lease_until = ? WHERE key = ?",
+            (row.head, row.head, self.pid, self.token, time.time() + self.writer_timeout,
+             row.key))
         conn.execute("DELETE FROM chunks WHERE skey = ?", (row.key,))
 
     def reactivate(self, conn: sqlite3.Connection, stream_id: str) -> None:
@@ -358,8 +377,8 @@ class Statements:
             raise StreamStateError(f"stream {stream_id!r} is already active")
         conn.execute(
             "UPDATE streams SET status = 'active', marker = NULL, payload = NULL, "
-            "expires_at = NULL, owner_pid = ?, owner_token = ? WHERE key = ?",
-            (self.pid, self.token, row.key))
+            "expires_at = NULL, owner_pid = ?, owner_token = ?, lease_until = ? WHERE key = ?",
+            (self.pid, self.token, time.time() + self.writer_timeout, row.key))
 
     def delete(self, conn: sqlite3.Connection, stream_id: str) -> None:
         self._hot.pop(stream_id, None)
@@ -368,19 +387,17 @@ class Statements:
     def attach(self, conn: sqlite3.Connection, stream_id: str,
                cursor: int) -> SQLReader | TruncatedFrame:
         """A reader at ``cursor``, or the ``truncated`` frame it gets instead."""
-        row = self.row(conn, stream_id)
+        row = self.row(conn, stream_id, write=False)
         attached = attach(_View(conn, row), cursor)
         return attached if isinstance(attached, TruncatedFrame) else SQLReader(row.key, attached)
 
     def poll(self, conn: sqlite3.Connection, stream_id: str, reader: SQLReader,
-             check_writer: bool) -> Step:
-        """The reader's next step (``check_writer``: fail the stream first if its writer is gone)."""
+             write: bool) -> tuple[Step, float | None]:
+        """The reader's next step, and when the writer's lease lapses (None: not active).
+        ``write``: a write transaction, where a lapsed lease is written down."""
         found = conn.execute(f"SELECT {COLUMNS} FROM streams WHERE id = ?",
                              (stream_id,)).fetchone()
-        row = None if found is None or found[0] != reader.key else Row(*found)
-        if (row is not None and check_writer and row.status == "active"
-                and not _owner_alive(row.owner_pid, row.owner_token)):
-            self._finish(conn, "failed", _WRITER_GONE, "key = ?", (row.key,))
-            row.status = "failed"
-            row.payload = _json_encode(_WRITER_GONE)
-        return next_frames(reader.state, _View(conn, row))
+        row = None if found is None or found[0] != reader.key else self._settle(
+            conn, Row(*found), write)
+        lease = row.lease_until if row is not None and row.status == "active" else None
+        return next_frames(reader.state, _View(conn, row)), lease

@@ -26,8 +26,8 @@ from typing import Any, Final, TypeVar, final
 import anyio
 
 from ..errors import LogError, StreamwireError
-from ._sqlite_schema import SCHEMA
-from ._sqlite_sql import LIVE_TOKENS, Statements
+from ._sqlite_schema import ADDED_COLUMNS, SCHEMA
+from ._sqlite_sql import Statements
 
 __all__ = ["MAX_GROUP", "Worker"]
 
@@ -111,6 +111,10 @@ class Worker:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.executescript(SCHEMA)  # idempotent; executescript commits on its own
+            have = {info[1] for info in conn.execute("PRAGMA table_info(streams)")}
+            for name, kind in ADDED_COLUMNS:
+                if name not in have:  # a file from an earlier release
+                    conn.execute(f"ALTER TABLE streams ADD COLUMN {name} {kind}")
             conn.execute("BEGIN IMMEDIATE")
             self._statements.on_open(conn)
             conn.execute("COMMIT")
@@ -118,7 +122,6 @@ class Worker:
             conn.close()  # the next call tries again (a lock held too long is transient)
             raise LogError(f"cannot open the SQLite stream log {self.path}: {exc}",
                            retryable=True) from exc
-        LIVE_TOKENS.add(self._statements.token)
         self._conn = conn
         return conn
 
@@ -126,7 +129,6 @@ class Worker:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
-        LIVE_TOKENS.discard(self._statements.token)
 
     def _run_group(self, jobs: list[_Job]) -> None:
         """Run calls in one transaction, each in a savepoint; set each one's result or error."""

@@ -15,12 +15,14 @@ delivers them exactly where they happened, and only to readers attached before t
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Final, final
 
+import anyio
 import msgspec
 
 from ..errors import LogError, StreamNotFoundError, StreamStateError, UsageError
@@ -31,13 +33,17 @@ from ._common import (
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
+    DEFAULT_WRITER_TIMEOUT,
     MAX_SAFE_INTEGER,
+    WRITER_GONE,
     check_end_status,
     check_limits,
+    check_seconds,
     check_step,
     coerce_chunk,
     end_payload,
     fail_payload,
+    json_copy,
     rewound_frame,
 )
 from ._memory_stream import Stream, asyncio_loop
@@ -63,6 +69,8 @@ class MemoryLog:
         max_bytes_per_stream: retained chunk bytes per stream, trimmed the same way.
         max_chunk_size: the largest chunk ``append`` accepts (``LogLimitError`` past it).
         finished_ttl: seconds a finished stream is kept before it is forgotten (0: forever).
+        writer_timeout: seconds a writer's lease lasts without an append or ``keepalive``; an
+            active stream whose lease lapsed ends with a recoverable ``fail`` (``WRITER_GONE``).
     """
 
     def __init__(
@@ -72,8 +80,11 @@ class MemoryLog:
         max_bytes_per_stream: int = DEFAULT_MAX_BYTES_PER_STREAM,
         max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE,
         finished_ttl: float = DEFAULT_FINISHED_TTL,
+        writer_timeout: float = DEFAULT_WRITER_TIMEOUT,
     ) -> None:
         check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
+        check_seconds("writer_timeout", writer_timeout)
+        self.writer_timeout = float(writer_timeout)
         self.max_chunks_per_stream = max_chunks_per_stream
         self.max_bytes_per_stream = max_bytes_per_stream
         self.max_chunk_size = max_chunk_size
@@ -96,7 +107,25 @@ class MemoryLog:
         if st.expires_at is not None and st.expires_at <= time.monotonic():
             self._forget(st)
             raise StreamNotFoundError(stream_id)
+        if st.status == "active" and st.lease_until <= time.monotonic():
+            self._lapse(st)
         return st
+
+    def _lapse(self, st: Stream) -> None:
+        """The writer's lease lapsed: the stream fails (recoverable, WRITER_GONE)."""
+        self._finish(st, "failed", json_copy(WRITER_GONE, "WRITER_GONE"))
+
+    def _lease_due(self, st: Stream) -> None:
+        """A parked reader's timer (asyncio): fail the stream if its lease lapsed, else look
+        again when the renewed lease ends."""
+        st.lease_timer = None
+        if st.status != "active" or st.deleted or self._closed:
+            return
+        left = st.lease_until - time.monotonic()
+        if left <= 0:
+            self._lapse(st)
+        elif st.readers:
+            st.lease_timer = asyncio.get_running_loop().call_later(left, self._lease_due, st)
 
     def _active(self, stream_id: str) -> Stream:
         st = self._get(stream_id)
@@ -146,6 +175,7 @@ class MemoryLog:
             st = self._streams[stream_id] = Stream(
                 stream_id, f"{self._epoch_prefix}-{next(self._epochs)}",
                 self.max_chunks_per_stream)
+            st.lease_until = time.monotonic() + self.writer_timeout
         return self._info(st)
 
     async def info(self, stream_id: str) -> StreamInfo:
@@ -159,8 +189,10 @@ class MemoryLog:
             return (await self.append_many(stream_id, [(step, chunk)], producer=producer))[0]
         # the hot path, kept flat: an active stream never has an expiry to check
         st = self._streams.get(stream_id)
-        if st is None or st.status != "active":
+        now = time.monotonic()
+        if st is None or st.status != "active" or st.lease_until <= now:
             st = self._active(stream_id)
+        st.lease_until = now + self.writer_timeout
         if type(step) is not int or step < 0 or step > MAX_SAFE_INTEGER:
             check_step(step)
         if type(chunk) is not bytes or len(chunk) > self.max_chunk_size:
@@ -189,6 +221,7 @@ class MemoryLog:
             if repeat is not None:
                 return list(range(repeat[0], repeat[0] + repeat[1]))
         st = self._active(stream_id)
+        st.lease_until = time.monotonic() + self.writer_timeout
         limit = self.max_chunk_size
         first = seq = st.head + 1
         new: list[tuple[int, int, bytes]] = []
@@ -287,7 +320,12 @@ class MemoryLog:
             self._finished[st.stream_id] = st.expires_at
         st.notify()
 
+    async def keepalive(self, stream_id: str) -> None:
+        """Renew the writer's lease of an active stream (``StreamStateError`` once it is not)."""
+        self._active(stream_id).lease_until = time.monotonic() + self.writer_timeout
+
     def _restart(self, st: Stream) -> None:
+        st.lease_until = time.monotonic() + self.writer_timeout
         st.status = "active"
         st.payload = {}
         st.truncated_at_step = None
@@ -389,7 +427,16 @@ class MemoryLog:
                     if done and frame is frames[-1]:
                         return
                     continue
-                await st.wait(loop)
+                if loop is not None:
+                    if st.lease_timer is None and st.status == "active":
+                        st.lease_timer = loop.call_later(
+                            st.lease_until - time.monotonic(), self._lease_due, st)
+                    await st.wait(loop)
+                    continue
+                with anyio.move_on_after(st.lease_until - time.monotonic()):
+                    await st.wait(None)
+                if st.status == "active" and st.lease_until <= time.monotonic():
+                    self._lapse(st)
         finally:
             st.readers -= 1
 

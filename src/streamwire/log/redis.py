@@ -36,6 +36,12 @@ are the ones every backend shares, ``streamwire.log._reader``):
 * **Retention**: ``max_chunks_per_stream`` / ``max_bytes_per_stream`` trim the oldest chunks in
   the append script (``XTRIM MINID``) and raise the floor; a reader below it gets ``truncated``.
   Finished streams expire after ``finished_ttl`` seconds (``PEXPIRE``; 0 keeps them).
+* **Writer leases and producers.** The meta field ``lease`` is when the writer's lease lapses, on
+  Redis's clock (``TIME`` in the scripts): writes renew it, a write that finds it lapsed is refused
+  and runs the lapse script, which fails the stream (``WRITER_GONE``) once and publishes it; a
+  reader whose page shows it lapsed runs that script too, and a parked reader reads a page when the
+  lease would end. Idempotent producers' state is the meta field ``p:<id>``, checked and written
+  inside the append and finish scripts.
 * **Faults.** A broken pub/sub connection (``CLIENT KILL``, a restart) ends every attached reader
   with a retryable ``LogError``; re-attaching from the cursor continues with nothing lost or
   repeated. Commands are never retried blindly: an append that fails before it reached Redis raises
@@ -50,7 +56,7 @@ import asyncio
 import math
 import secrets
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, final
 
 import msgspec
@@ -68,9 +74,7 @@ from ..frames import (
     EndStatus,
     FailFrame,
     RewoundFrame,
-    StreamFrame,
     TerminalFrame,
-    TruncatedFrame,
 )
 from . import Producer, StreamInfo, StreamStatus
 from ._common import (
@@ -78,9 +82,9 @@ from ._common import (
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
+    DEFAULT_WRITER_TIMEOUT,
     FINISHED,
-    MAX_SAFE_INTEGER,
-    check_cursor,
+    WRITER_GONE,
     check_end_status,
     check_limits,
     check_seconds,
@@ -90,11 +94,11 @@ from ._common import (
     fail_payload,
 )
 from ._producers import check_producer
-from ._reader import ReadView, attach, next_frames
 from ._redis_commands import CLOSE_TIMEOUT, Commands
-from ._redis_live import CLOSED, OVERFLOW, Dispatcher, Live, Sub, rewound_decoder
-from ._redis_scripts import LiveKind, run_script
-from ._redis_views import GONE, PAGE, LiveView, Page
+from ._redis_live import Dispatcher, Live, Sub, rewound_decoder
+from ._redis_reading import RedisReading
+from ._redis_scripts import LeaseLapsedError, LiveKind, run_script
+from ._redis_views import PAGE, Page
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
@@ -118,15 +122,14 @@ DEFAULT_COMMAND_TIMEOUT: Final = 10.0
 DEFAULT_HEALTH_INTERVAL: Final = 15.0
 #: Seconds to wait for Redis to confirm a subscription before a reader gives up (retryable).
 DEFAULT_SUBSCRIBE_TIMEOUT: Final = 10.0
-#: Epochs remembered per ``RedisLog`` (one per recently read stream), oldest forgotten first.
-_EPOCH_MEMORY: Final = 10_000
 _terminal_json: Final = msgspec.json.Encoder()
+_GONE_JSON: Final = msgspec.json.encode(FailFrame(**WRITER_GONE))
 #: The page's ``mark`` when the reader's is not known yet (above any marker number).
 _NO_MARK: Final = 2**53
 
 
 @final
-class RedisLog:
+class RedisLog(RedisReading):
     """A ``StreamLog`` in Redis (redis-py asyncio): one stream shared by many server processes.
 
     Args:
@@ -142,6 +145,9 @@ class RedisLog:
             ``LogError`` instead of hanging the caller).
         health_interval: seconds of silence after which the subscription is PINGed; no PONG
             within another interval ends the attached readers with a retryable ``LogError``.
+        writer_timeout: seconds a writer's lease lasts without an append or ``keepalive`` (on
+            Redis's clock); an active stream whose lease lapsed ends with a recoverable ``fail``
+            (``WRITER_GONE``), written by the first process that notices.
 
     Raises ``LogError`` (chained from the redis error) when Redis cannot be reached.
     """
@@ -159,6 +165,7 @@ class RedisLog:
         subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT,
         command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
         health_interval: float = DEFAULT_HEALTH_INTERVAL,
+        writer_timeout: float = DEFAULT_WRITER_TIMEOUT,
     ) -> None:
         check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
         if type(max_reader_queue) is not int or max_reader_queue < 1:
@@ -166,6 +173,9 @@ class RedisLog:
         check_seconds("subscribe_timeout", subscribe_timeout)
         check_seconds("command_timeout", command_timeout)
         check_seconds("health_interval", health_interval)
+        check_seconds("writer_timeout", writer_timeout)
+        self.writer_timeout = writer_timeout
+        self._lease_ms = max(1, math.ceil(writer_timeout * 1000))
         self.health_interval = health_interval
         self.url = url
         self.prefix = prefix
@@ -196,19 +206,34 @@ class RedisLog:
                    producer_id: str = "") -> Any:
         if self._closed:
             raise LogError("the Redis log is closed")
-        return await run_script(self._commands, name, self._keys(stream_id), args,
-                                stream_id=stream_id, what=what, producer_id=producer_id)
+        try:
+            return await run_script(self._commands, name, self._keys(stream_id), args,
+                                    stream_id=stream_id, what=what, producer_id=producer_id)
+        except LeaseLapsedError:
+            await self._lapse(stream_id)  # this process noticed: it writes the failure
+            raise
+
+    async def _lapse(self, stream_id: str) -> None:
+        """Fail the stream if its writer's lease lapsed (once, whoever runs it first)."""
+        ttl = math.ceil(self.finished_ttl * 1000)
+        await self._run("lapse", stream_id, ttl, _GONE_JSON, what="fail (writer gone)")
 
     async def _page(self, stream_id: str, after: int, count: int = PAGE,
                     mark: int = _NO_MARK) -> Page | None:
         reply = await self._run("page", stream_id, after, count, mark, what="read")
-        return Page(reply, mark) if reply else None
+        page = Page(reply, mark) if reply else None
+        if page is not None and page.lease_left is not None and page.lease_left <= 0:
+            await self._lapse(stream_id)  # the writer's lease lapsed: read what that made
+            reply = await self._run("page", stream_id, after, count, mark, what="read")
+            page = Page(reply, mark) if reply else None
+        return page
 
     # the StreamLog API ---------------------------------------------------------------------
 
     async def create_stream(self, stream_id: str) -> StreamInfo:
         """Create the stream with a fresh epoch if it does not exist (idempotent)."""
-        await self._run("create", stream_id, secrets.token_hex(8), what="create")
+        await self._run("create", stream_id, secrets.token_hex(8), self._lease_ms,
+                        what="create")
         return await self.info(stream_id)
 
     async def info(self, stream_id: str) -> StreamInfo:
@@ -246,7 +271,7 @@ class RedisLog:
         n = len(args) // 2
         reply = await self._run(
             "append", stream_id, self.max_chunks_per_stream, self.max_bytes_per_stream,
-            n, *args, *_producer_args(producer), what="append",
+            n, *args, *_producer_args(producer), self._lease_ms, what="append",
             producer_id="" if producer is None else producer.id)
         if type(reply) is list:  # a producer's repeated request: the original result
             first, n = _pair(reply)
@@ -310,107 +335,22 @@ class RedisLog:
 
     async def reset_stream(self, stream_id: str) -> None:
         """Drop every chunk, clear the marker, status active; the counter goes on."""
-        await self._run("restart", stream_id, "reset", what="reset")
+        await self._run("restart", stream_id, "reset", self._lease_ms, what="reset")
 
     async def reactivate_stream(self, stream_id: str) -> None:
         """Make a finished stream active again (keeping its chunks) and clear the marker."""
-        await self._run("restart", stream_id, "reactivate", what="reactivate")
+        await self._run("restart", stream_id, "reactivate", self._lease_ms,
+                        what="reactivate")
+
+    async def keepalive(self, stream_id: str) -> None:
+        """Renew the writer's lease of an active stream (``StreamStateError`` once it is not,
+        e.g. after it lapsed)."""
+        await self._run("keepalive", stream_id, self._lease_ms, what="keepalive")
 
     async def delete_stream(self, stream_id: str) -> None:
         """Forget the stream; attached readers (in every process) get a recoverable ``fail``."""
         await self._run("delete", stream_id, what="delete")
         self._epochs.pop(stream_id, None)
-
-    # reading ------------------------------------------------------------------------------
-
-    def read(self, stream_id: str, cursor: int = 0, *,
-             epoch: str | None = None) -> AsyncIterator[StreamFrame]:
-        """Frames from ``cursor``: replay, ``caught-up``, live, exactly one terminal.
-
-        ``epoch`` (from ``StreamInfo.epoch``) makes a re-attach exact: when the stream was
-        recreated since, a reader with ``cursor > 0`` gets ``truncated``. A broken connection to
-        Redis raises a retryable ``LogError``; re-attach from the last sequence received.
-        """
-        self._keys(stream_id)
-        return self._read(stream_id, cursor, epoch)
-
-    async def _read(self, stream_id: str, cursor: int,
-                    epoch: str | None) -> AsyncIterator[StreamFrame]:
-        if type(cursor) is not int or cursor < 0 or cursor > MAX_SAFE_INTEGER:
-            check_cursor(cursor, 0)
-        channel = self._keys(stream_id)[2].encode()
-        sub, dispatcher = await self._attach(channel)
-        try:
-            # the first page is read after subscribing: nothing falls in between
-            page = await self._page(stream_id, cursor)
-            if page is None:
-                raise StreamNotFoundError(stream_id)
-            known = epoch if epoch is not None else self._epochs.get(stream_id)
-            if cursor == 0 or known in (None, page.epoch):  # else: this reader is of another one
-                self._remember(stream_id, page.epoch)
-            reader = attach(page, cursor, epoch=known)
-            if isinstance(reader, TruncatedFrame):
-                yield reader
-                return
-            view: ReadView = page
-            closed = False
-            while True:
-                step = next_frames(reader, view, closed)
-                if step is None:  # the view does not hold what comes next: read a page
-                    page = await self._page(stream_id, reader.pos, mark=reader.mark)
-                    view = GONE if page is None else page
-                    continue
-                frames, done = step
-                for frame in frames:
-                    yield frame
-                if done:
-                    return
-                if frames:
-                    continue
-                # caught up: the next live message this reader does not have yet
-                while True:
-                    item = await sub.next()
-                    kind = item.kind
-                    if item is CLOSED:
-                        closed = True
-                    elif item is OVERFLOW or item.epoch != reader.epoch:
-                        # missed messages, or another incarnation: storage decides
-                        page = await self._page(stream_id, reader.pos, mark=reader.mark)
-                        view = GONE if page is None else page
-                    elif (kind is LiveKind.REWOUND and item.number <= reader.mark) or (
-                            kind is LiveKind.CHUNKS
-                            and item.number + len(item.frames) - 1 <= reader.pos):
-                        continue  # it has them
-                    else:
-                        view = LiveView(item)
-                    break
-        finally:
-            dispatcher.drop(channel, sub)
-            self._readers.discard(sub)
-
-    def _remember(self, stream_id: str, epoch: str) -> None:
-        self._epochs[stream_id] = epoch
-        self._epochs.move_to_end(stream_id)
-        if len(self._epochs) > _EPOCH_MEMORY:
-            self._epochs.popitem(last=False)
-
-    async def _attach(self, channel: bytes) -> tuple[Sub, Dispatcher]:
-        if self._closed:
-            raise LogError("the Redis log is closed")
-        dispatcher = self._dispatcher
-        if dispatcher is None or dispatcher.dead is not None:
-            # the previous dispatcher (if any) ended; its task finished on its own
-            dispatcher = self._dispatcher = Dispatcher(
-                self._commands.factory, self.max_reader_queue, self.health_interval)
-            self._dispatch_task = asyncio.get_running_loop().create_task(dispatcher.run())
-        sub = Sub()
-        self._readers.add(sub)
-        try:
-            await dispatcher.subscribe(channel, sub, self.subscribe_timeout, self.url)
-        except BaseException:
-            self._readers.discard(sub)
-            raise
-        return sub, dispatcher
 
     async def purge(self) -> int:
         """Delete every key under this log's prefix (tests, tear-down); return how many.

@@ -12,25 +12,31 @@ Theory of operation:
   polling). Changes committed by another connection (another process, or another log on the same
   file) are seen within ``watch_interval`` seconds: while any reader is parked, the worker thread
   asks ``PRAGMA data_version`` that often (one cheap query per log, however many readers) and
-  wakes every parked reader when it moved. Off asyncio there is no worker thread, and readers
-  look within ``poll_interval`` instead.
+  wakes every parked reader when it moved. Off asyncio (trio) there is no worker thread: SQL runs
+  through anyio's worker threads one call at a time, and readers look within ``poll_interval``.
   ``rewound`` markers are rows (``markers``), so readers in every process get them, in place.
 * **Durability** (``synchronous``, WAL mode): with ``"NORMAL"`` (the default) a call that returned
   survives a crash of the process (the WAL is written before the commit returns); a power loss or
   OS crash may lose the last commits since the previous checkpoint, never the file's consistency.
   ``"FULL"`` fsyncs every commit and survives power loss too, at the cost of one fsync per group.
-* **A dead writer.** Each stream remembers the process (pid) and the log instance that last wrote
-  it. When a log opens the file, and when a waiting reader's ``poll_interval`` elapses, an active
-  stream whose writer is gone (its process died, or its log in this process was closed) is failed
-  with ``recoverable: true`` and ``errorDetail.code`` ``WRITER_GONE``: readers re-attach and get
-  everything stored, then that terminal, instead of waiting forever. (A pid reused by an unrelated
-  process after a crash can keep a stream active until that process exits.)
+* **The writer's lease.** A stream belongs to its writer's lease, not to a process: appends (written
+  to the file at most every third of ``writer_timeout``) and ``keepalive`` renew it, so a server
+  restart is invisible to a writer that comes back within ``writer_timeout``. An active stream
+  whose lease lapsed fails with ``recoverable: true`` and ``errorDetail.code`` ``WRITER_GONE``,
+  written by whoever notices first: a parked reader (it waits until the lease would lapse, then
+  looks), the next write call, or a log opening the file. Readers re-attach and get everything
+  stored, then that terminal, instead of waiting forever.
+* **Idle readers cost no I/O.** A parked reader sleeps until a change in this process wakes it, the
+  worker sees another connection's commit (one ``PRAGMA data_version`` per ``watch_interval`` for
+  the whole log), or the writer's lease would lapse. Off asyncio it also looks every
+  ``poll_interval``.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -46,8 +52,10 @@ from ._common import (
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
+    DEFAULT_WRITER_TIMEOUT,
     check_end_status,
     check_limits,
+    check_seconds,
     check_step,
     closed_frame,
     coerce_chunk,
@@ -69,15 +77,18 @@ DEFAULT_WATCH_INTERVAL: Final = 0.05
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
 
 _T = TypeVar("_T")
+#: Seconds a parked reader waits past the lease's end before it looks (clock granularity).
+_LEASE_SLACK: Final = 0.01
 
 
 @final
 class _Local:
     """This process's view of one stream: who waits on it, and a change counter."""
 
-    __slots__ = ("changes", "readers", "version", "wake")
+    __slots__ = ("changes", "lease", "readers", "version", "wake")
 
     def __init__(self) -> None:
+        self.lease = 0.0  # time.time() when the writer's lease lapses, as last known here
         self.changes = 0  # every committed change
         self.version = 0  # changes that can make a computed page stale (cleanup, reset, delete)
         self.readers = 0
@@ -95,12 +106,13 @@ class SQLiteLog:
         max_chunk_size: the largest chunk ``append`` accepts (``LogLimitError`` past it).
         finished_ttl: seconds a finished stream is kept (0: forever).
         synchronous: ``"NORMAL"`` (survives a process crash) or ``"FULL"`` (also power loss).
-        poll_interval: seconds before a waiting reader looks for a dead writer, and off asyncio
-            for other processes' changes (``math.inf``: never; in-process changes always wake it
-            at once).
+        poll_interval: off asyncio, seconds before a waiting reader looks for other processes'
+            changes (``math.inf``: never; in-process changes always wake it at once).
         watch_interval: seconds between looks for commits by other connections (other processes,
             other logs on the file) while readers are parked (asyncio).
         busy_timeout: seconds to wait for another process's write lock.
+        writer_timeout: seconds a writer's lease lasts without an append or ``keepalive``; an
+            active stream whose lease lapsed ends with a recoverable ``fail`` (``WRITER_GONE``).
     """
 
     def __init__(
@@ -115,8 +127,11 @@ class SQLiteLog:
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         watch_interval: float = DEFAULT_WATCH_INTERVAL,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        writer_timeout: float = DEFAULT_WRITER_TIMEOUT,
     ) -> None:
         check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
+        check_seconds("writer_timeout", writer_timeout)
+        self.writer_timeout = float(writer_timeout)
         if synchronous not in ("NORMAL", "FULL"):
             raise UsageError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
         if not poll_interval > 0:
@@ -137,7 +152,8 @@ class SQLiteLog:
         self._closed = False
         self._sql = Statements(max_chunks_per_stream=max_chunks_per_stream,
                                max_bytes_per_stream=max_bytes_per_stream,
-                               finished_ttl=self.finished_ttl, token=uuid.uuid4().hex)
+                               finished_ttl=self.finished_ttl,
+                               writer_timeout=self.writer_timeout, token=uuid.uuid4().hex)
         self._worker = Worker(self.path, self._sql, synchronous=synchronous,
                               busy_timeout=self.busy_timeout, watch_interval=self.watch_interval,
                               on_foreign_commit=self._notify_all)
@@ -247,6 +263,14 @@ class SQLiteLog:
         self._notify(stream_id, stale=True)
         return frame
 
+    async def keepalive(self, stream_id: str) -> None:
+        """Renew the writer's lease of an active stream (``StreamStateError`` once it is not,
+        e.g. after it lapsed)."""
+        await self._call(self._sql.keepalive, stream_id)
+        local = self._locals.get(stream_id)
+        if local is not None:  # parked readers here need not look when the old lease ends
+            local.lease = time.time() + self.writer_timeout
+
     async def reset_stream(self, stream_id: str) -> None:
         """Start a new run: drop every chunk, clear the marker, status active; the counter goes on."""
         await self._call(self._sql.reset, stream_id)
@@ -281,17 +305,19 @@ class SQLiteLog:
                 yield attached
                 return
             reader = attached
-            check_writer = False
+            settle = False  # look in a write transaction: a lapsed lease is written down
             while True:
                 if self._closed:
                     yield closed_frame()
                     return
                 changes, version = local.changes, local.version
-                step = await self._call(self._sql.poll, stream_id, reader, check_writer,
-                                        write=check_writer)
+                step, lease = await self._call(self._sql.poll, stream_id, reader, settle,
+                                               write=settle)
                 assert step is not None  # this view holds every range
                 frames, done = step
-                check_writer = False
+                settle = False
+                if lease is not None:
+                    local.lease = lease
                 if frames:
                     for frame in frames:
                         yield frame
@@ -310,20 +336,34 @@ class SQLiteLog:
                     continue
                 if local.changes != changes:
                     continue  # a change landed while we looked: look again before sleeping
-                wake = local.wake
-                if wake is None:
-                    wake = local.wake = anyio.Event()
-                self._worker.park(+1)
-                try:
-                    with anyio.move_on_after(self.poll_interval) as scope:
-                        await wake.wait()
-                finally:
-                    self._worker.park(-1)
-                check_writer = scope.cancelled_caught
+                settle = await self._park(local, lease is not None)
         finally:
             local.readers -= 1
             if not local.readers and self._locals.get(stream_id) is local:
                 del self._locals[stream_id]
+
+    async def _park(self, local: _Local, active: bool) -> bool:
+        """Sleep until a change wakes the reader, or (``active``) until the writer's lease would
+        lapse, or off asyncio ``poll_interval``; True when the lease has lapsed by then."""
+        while True:
+            wait = local.lease - time.time() + _LEASE_SLACK if active else math.inf
+            if self._worker.thread is None:  # off asyncio nobody watches other connections
+                wait = min(wait, self.poll_interval)
+            wake = local.wake
+            if wake is None:
+                wake = local.wake = anyio.Event()
+            self._worker.park(+1)
+            try:
+                with anyio.move_on_after(wait) as scope:
+                    await wake.wait()
+            finally:
+                self._worker.park(-1)
+            if not scope.cancelled_caught:
+                return False
+            if not active or time.time() >= local.lease:
+                return active
+            if self._worker.thread is None:
+                return False  # poll_interval: look for other processes' changes
 
     async def aclose(self) -> None:
         """Stop the worker, close the file and end every reader with a recoverable ``FailFrame``."""

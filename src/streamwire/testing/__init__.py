@@ -2,7 +2,8 @@
 
 Subclass ``StreamLogContract`` in a test module and provide a ``make_log`` fixture: an async
 factory that takes the limit keywords a test needs (``max_chunks_per_stream``,
-``max_bytes_per_stream``, ``max_chunk_size``, ``finished_ttl``; only those a test sets are passed)
+``max_bytes_per_stream``, ``max_chunk_size``, ``finished_ttl``, ``writer_timeout``; only those a
+test sets are passed)
 and returns a fresh, empty log; the fixture closes every log it made::
 
     class TestMyLog(StreamLogContract):
@@ -29,7 +30,8 @@ payload; cleanup, its marker and ``rewound`` delivered in place to attached read
 ``truncated`` for a cursor below the floor while chunks of the current run were lost (a cleanup
 marker, or retention trimming), never a silent gap; reset and reactivate; finished-stream expiry;
 bad input -> typed errors, integers a JavaScript reader holds exactly (up to ``2**53 - 1``);
-idempotent producers (a retried request stored once and answered with its original sequences, a
+writer leases (a writer silent for ``writer_timeout`` is gone: ``fail{WRITER_GONE}`` after every
+stored chunk; appends and ``keepalive`` hold the lease); idempotent producers (a retried request stored once and answered with its original sequences, a
 gap, a reordering and a zombie epoch refused with typed errors); and, served through the stream server on a real socket that is cut
 mid-stream, a body that ends with no terminal frame is a drop for every reader, never an end.
 """
@@ -45,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ..log import StreamLog
 from ._helpers import GUARD, LogFactory, chunk_of, read_all, read_n
+from ._leases import LeaseContract
 from ._limits import LimitsContract
 from ._producers import ProducerContract
 from ._rewind import RewindContract
@@ -64,7 +67,7 @@ __all__ = [
 
 
 class StreamLogContract(StreamsContract, RewindContract, LimitsContract, ProducerContract,
-                        WireContract):
+                        LeaseContract, WireContract):
     """The contract tests. A subclass provides the ``make_log`` fixture (see the module doc)."""
 
     pytestmark: Final = [pytest.mark.anyio]
