@@ -247,3 +247,36 @@ def test_demo_and_tail_are_dispatched(command: str) -> None:
     with pytest.raises(SystemExit) as exited:
         main([command, "--help"])
     assert exited.value.code == 0
+
+
+@pytest.mark.parametrize("spec", ["sqlite:/nonexistent/dir/x.db", "redis://127.0.0.1:6390/0"])
+def test_serve_fails_fast_on_a_log_it_cannot_use(spec: str) -> None:
+    if spec.startswith("redis"):
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", 6390)) != 0, "something listens on 6390"
+    argv = [sys.executable, "-m", "streamwire.cli", "serve", "--port", "0", "--token", TOKEN,
+            "--log", spec]
+    started = time.monotonic()
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 1
+    assert time.monotonic() - started < 15
+    err = done.stderr
+    assert f"--log {spec} does not work" in err
+    assert "running on" not in err
+    assert ("check that its directory exists" if spec.startswith("sqlite") else
+            "cannot reach Redis at redis://127.0.0.1:6390/0") in err
+
+
+async def test_serve_says_which_log_where_and_who_may_write(tmp_path: Path) -> None:
+    db = tmp_path / "streams.db"
+    argv = [sys.executable, "-m", "streamwire.cli", "serve", "--port", "0", "--token", TOKEN,
+            "--log", f"sqlite:{db}", "--protect-reads"]
+    with process(argv) as proc:
+        proc.wait_line(r"running on http://127\.0\.0\.1:\d+")
+        proc.wait_line(rf"streamwire serve: log: SQLite file {re.escape(str(db))}$")
+        proc.wait_line(r"writes: need the bearer token \(--token\); reads: need the token too")
+    env = {k: v for k, v in os.environ.items() if k != "STREAMWIRE_TOKEN"}
+    with process([sys.executable, "-m", "streamwire.cli", "serve", "--port", "0"], env) as proc:
+        proc.wait_line(r"running on http://127\.0\.0\.1:\d+")
+        proc.wait_line(r"log: memory \(this process only")
+        proc.wait_line(r"writes: need the bearer token \(generated, printed above\); reads: open")

@@ -7,6 +7,8 @@ Writes always need ``Authorization: Bearer <token>``. The token is ``--token``, 
 ``STREAMWIRE_TOKEN`` environment variable, else a random one generated at start and printed on
 stderr (so a server is never open for writes by accident). Reads are open unless
 ``--protect-reads`` is given. One log line is written per SSE connection opened and closed.
+The log is read once before the server listens: one it cannot open or reach ends ``serve`` with
+the reason and exit status 1. The first lines say the backend and where, and who may write and read.
 SIGINT / SIGTERM end every open stream with a recoverable ``fail`` frame, then the server exits
 within ``--grace`` seconds.
 
@@ -133,7 +135,52 @@ async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
             await stack.enter_async_context(log)  # type: ignore[arg-type]
         else:
             stack.push_async_callback(log.aclose)
+        await _check_log(log, args.log)
         await server.serve()
+
+
+class _LogUnusable(Exception):
+    """``serve``'s log failed its start-up check (the message says why)."""
+
+
+async def _check_log(log: StreamLog, spec: str) -> None:
+    """Read from the log once before serving: a log that cannot open its file or reach its
+    server fails here, with the reason, rather than answering every request with 503."""
+    from .errors import StreamNotFoundError
+
+    try:
+        await log.info("streamwire-serve-startup-check")
+    except StreamNotFoundError:
+        return  # the backend answered
+    except Exception as exc:
+        hint = ("; check that its directory exists and is writable" if spec.startswith("sqlite:")
+                else "; is the server running there?" if spec != "memory" else "")
+        reason = str(exc).replace(spec, _shown(spec))  # no password in the message
+        raise _LogUnusable(f"--log {_shown(spec)} does not work: {reason}{hint}") from exc
+
+
+def _shown(spec: str) -> str:
+    """``spec`` without a password (``redis://user:secret@host`` -> ``redis://user:***@host``)."""
+    scheme, sep, rest = spec.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not (sep and at and ":" in userinfo):
+        return spec
+    return f"{scheme}://{userinfo.partition(':')[0]}:***@{host}"
+
+
+def _startup_lines(args: argparse.Namespace, token_source: str) -> list[str]:
+    """What ``serve`` says before it listens: the backend and where, and who may write and read."""
+    spec: str = args.log
+    if spec == "memory":
+        where = "memory (this process only; streams are lost when it exits)"
+    elif spec.startswith("sqlite:"):
+        where = f"SQLite file {os.path.abspath(spec.removeprefix('sqlite:'))}"
+    else:
+        where = f"Redis {_shown(spec)} (key prefix {args.redis_prefix!r})"
+    reads = ("need the token too (--protect-reads)" if args.protect_reads
+             else "open to anyone (--protect-reads to require the token)")
+    return [f"log: {where}",
+            f"writes: need the bearer token ({token_source}); reads: {reads}"]
 
 
 def _run_serve(args: argparse.Namespace) -> int:
@@ -153,8 +200,9 @@ def _run_serve(args: argparse.Namespace) -> int:
         print(f"streamwire serve: {exc}", file=sys.stderr)
         return _USAGE_ERROR
     token = args.token or os.environ.get("STREAMWIRE_TOKEN") or ""
+    source = "--token" if args.token else "$STREAMWIRE_TOKEN"
     if not token:
-        token = secrets.token_urlsafe(24)
+        token, source = secrets.token_urlsafe(24), "generated, printed above"
         print(f"streamwire serve: no --token given; writes need: Authorization: Bearer {token}",
               file=sys.stderr, flush=True)
     from .server import bearer_token
@@ -164,12 +212,18 @@ def _run_serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"streamwire serve: --token: {exc}", file=sys.stderr)
         return _USAGE_ERROR
+    for line in _startup_lines(args, source):
+        print(f"streamwire serve: {line}", file=sys.stderr, flush=True)
     # uvicorn re-raises the signal it shut down on once it is done, to die of it; a stop asked
     # for by a signal exits here instead, after the drain (also when it arrives before uvicorn
     # starts): 0 for SIGTERM, 130 for Ctrl-C.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _exit_cleanly)
-    asyncio.run(_serve(args, log, token))
+    try:
+        asyncio.run(_serve(args, log, token))
+    except _LogUnusable as exc:
+        print(f"streamwire serve: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
