@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
 from helpers.chaos_proxy import ServerThread
 from streamwire.errors import UsageError
+from streamwire.log import StreamInfo
 from streamwire.log.memory import MemoryLog
 from streamwire.server import bearer_token, create_app
 
@@ -68,3 +71,107 @@ def test_a_wrong_method_is_405_with_allow_and_an_unknown_path_404() -> None:
         unknown = client.get("/streams/a/b/c")
         assert unknown.status_code == 404
         assert "no such route" in unknown.json()["error"]
+
+
+# ---- the HTTP API explains itself -------------------------------------------------------------
+
+
+class ListingLog(MemoryLog):
+    """A ``MemoryLog`` with the optional ``list_streams(*, after, limit)`` that ``GET /streams``
+    uses (a backend adds it the same way)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+
+    async def create_stream(self, stream_id: str) -> StreamInfo:
+        info = await super().create_stream(stream_id)
+        self.ids.add(stream_id)
+        return info
+
+    async def list_streams(self, *, after: str | None, limit: int) -> list[StreamInfo]:
+        ids = sorted(i for i in self.ids if after is None or i > after)[:limit]
+        return [await self.info(i) for i in ids]
+
+
+def test_a_wrong_end_status_names_the_field_and_the_valid_values() -> None:
+    with ServerThread(create_app(MemoryLog(), allow_anonymous_writes=True)) as server, \
+            httpx.Client(base_url=server.url) as client:
+        client.put("/streams/v")
+        wrong = client.post("/streams/v/end", json={"status": "complete"})
+        assert wrong.status_code == 422
+        assert wrong.json()["error"].startswith(
+            "`status` must be one of `completed`, `paused`, `interrupted`")
+        missing = client.post("/streams/v/fail", json={"error": "x"})
+        assert missing.json()["error"].startswith(
+            "`recoverable` is missing: it is required and must be true or false")
+        extra = client.post("/streams/v/end", json={"status": "completed", "reason": "x"})
+        assert "its fields are `status`, `output`, `state`, `usage`" in extra.json()["error"]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_409_names_the_http_routes_that_fix_it(backend: str, tmp_path: Path) -> None:
+    from streamwire.log.sqlite import SQLiteLog
+
+    log = MemoryLog() if backend == "memory" else SQLiteLog(tmp_path / "s.db")
+    with ServerThread(create_app(log, allow_anonymous_writes=True)) as server, \
+            httpx.Client(base_url=server.url) as client:
+        client.put("/streams/done")
+        client.post("/streams/done/end", json={"status": "completed"})
+        refused = client.post("/streams/done/chunks", json=[{"step": 0, "chunk": 1}])
+        assert refused.status_code == 409
+        message = refused.json()["error"]
+        assert message == ("stream 'done' is completed, not active: POST "
+                           "/streams/done/reactivate makes it active again with its chunks, "
+                           "POST /streams/done/reset starts a new run")
+        assert client.post("/streams/done/reactivate").status_code == 200
+        assert client.post("/streams/done/chunks",
+                           json=[{"step": 0, "chunk": 1}]).status_code == 200
+
+
+def test_get_streams_lists_in_pages_and_is_authorized_as_a_read() -> None:
+    log = ListingLog()
+    app = create_app(log, authorize=bearer_token("t", protect_reads=True))
+    auth = {"Authorization": "Bearer t"}
+    with ServerThread(app) as server, httpx.Client(base_url=server.url) as client:
+        for sid in ("e", "a", "d", "c", "b"):
+            assert client.put(f"/streams/{sid}", headers=auth).status_code == 200
+        assert client.get("/streams").status_code == 401
+        seen: list[str] = []
+        after = ""
+        while True:
+            page = client.get("/streams", params={"limit": 2, "after": after}, headers=auth).json()
+            seen += [info["streamId"] for info in page["streams"]]
+            assert all(info["status"] == "active" for info in page["streams"])
+            if page["next"] is None:
+                break
+            after = page["next"]
+        assert seen == ["a", "b", "c", "d", "e"]
+        bad = client.get("/streams", params={"limit": 0}, headers=auth)
+        assert bad.status_code == 400
+        assert "limit must be an integer from 1 to 1000" in bad.json()["error"]
+
+
+def test_get_streams_on_a_log_that_cannot_list_says_so() -> None:
+    with ServerThread(create_app(MemoryLog(), token="t")) as server, \
+            httpx.Client(base_url=server.url) as client:
+        answer = client.get("/streams")
+        assert answer.status_code == 501
+        assert "MemoryLog" in answer.json()["error"]
+
+
+def test_every_documented_body_example_is_accepted_by_its_route() -> None:
+    with ServerThread(create_app(MemoryLog(), allow_anonymous_writes=True)) as server, \
+            httpx.Client(base_url=server.url) as client:
+        doc = client.get("/openapi.json").json()
+        tried = []
+        for route in ("chunks", "cleanup", "end", "fail"):  # the order a producer uses them
+            sid = f"ex-{route}"
+            client.put(f"/streams/{sid}")
+            client.post(f"/streams/{sid}/chunks", json=[{"step": 1, "chunk": 0}])
+            op = doc["paths"][f"/streams/{{stream_id}}/{route}"]["post"]
+            example = op["requestBody"]["content"]["application/json"]["example"]
+            answer = client.post(f"/streams/{sid}/{route}", json=example)
+            assert answer.status_code == 200, (route, answer.text)
+            tried.append(route)
+        assert tried == ["chunks", "cleanup", "end", "fail"]

@@ -11,6 +11,8 @@
     POST /streams/{id}/cleanup      {"step": S}                    -> the rewound marker
     POST /streams/{id}/reset        start a new run
     POST /streams/{id}/reactivate   make a finished stream active again
+    GET  /streams?limit=&after=     a page of streams in id order  -> {"streams": [info], "next"}
+    GET  /metrics                   Prometheus text format (connections, readers, replays, latency)
     GET  /openapi.json              the OpenAPI document of the above
     GET  /docs                      the document in Swagger UI (assets from a CDN)
 
@@ -20,8 +22,8 @@ routes); ``stream_app.include_openapi(app)`` adds the stream routes to the host'
 404, both as JSON errors.
 
 Errors are JSON ``{"error": "<what is wrong>", "status": N}``: 400 for bad JSON, a bad cursor or
-stream id; 422 for a body of the wrong shape; 404 for an unknown stream; 409 when the stream's status
-forbids the write; 413 past a size limit; 429 (per-stream cap) or 503 (global cap, draining) with
+stream id; 422 for a body of the wrong shape (naming the field, what it must be, the valid values); 404 for an unknown stream; 409 when the stream's status
+forbids the write (naming the HTTP route that changes it); 413 past a size limit; 429 (per-stream cap) or 503 (global cap, draining) with
 ``Retry-After``. The text of an unexpected exception never reaches the client unless
 ``expose_errors=True``; streamwire's own 4xx errors say what is wrong.
 
@@ -29,8 +31,9 @@ Writes are never open by omission: ``create_app`` needs ``authorize=<hook>``, ``
 token>`` (writes need ``Authorization: Bearer <token>``, reads stay open) or
 ``allow_anonymous_writes=True``, else it raises ``UsageError``.
 
-Authorization: ``authorize(request, stream_id, access)`` with ``access`` ``"read"`` (info, sse) or
-``"write"`` (everything else) runs before any other work. It returns None (or an awaitable of None)
+Authorization: ``authorize(request, stream_id, access)`` with ``access`` ``"read"`` (info, sse;
+``GET /streams`` and ``GET /metrics`` with ``stream_id`` ``""``) or ``"write"`` (everything else)
+runs before any other work. It returns None (or an awaitable of None)
 to allow, and refuses by raising ``starlette.exceptions.HTTPException`` (FastAPI's is a subclass)
 with 401, 403 or 404; its ``detail`` and ``headers`` (``WWW-Authenticate``, say) are sent.
 ``bearer_token(token)`` builds the one ``streamwire serve`` uses.
@@ -49,6 +52,14 @@ from __future__ import annotations
 
 from .._public import publish
 from ._app import (
+    Access,
+    Authorize,
+    ServerStatistics,
+    StreamApp,
+    bearer_token,
+    create_app,
+)
+from ._defaults import (
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MAX_BATCH_CHUNKS,
     DEFAULT_MAX_BODY_SIZE,
@@ -57,12 +68,6 @@ from ._app import (
     DEFAULT_MAX_STREAM_ID_LENGTH,
     DEFAULT_SEND_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE_PERIOD,
-    Access,
-    Authorize,
-    ServerStatistics,
-    StreamApp,
-    bearer_token,
-    create_app,
 )
 from ._direct import ASGIWritable, Producer, SSEResponse, create_sse_writable
 from ._running import DrainingServer, uvicorn_server

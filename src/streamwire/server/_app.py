@@ -9,8 +9,8 @@ import inspect
 import logging
 import math
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, final
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from typing import Any, final
 
 import anyio
 import msgspec
@@ -19,7 +19,6 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.routing import Route
 
 from ..errors import UsageError
@@ -27,6 +26,16 @@ from ..log import StreamLog
 from ..runs import Agent, Runs
 from ._auth import Access, Authorize, bearer_token, write_protection
 from ._chat import chat_routes
+from ._defaults import (
+    DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_MAX_BATCH_CHUNKS,
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_STREAM,
+    DEFAULT_MAX_STREAM_ID_LENGTH,
+    DEFAULT_SEND_TIMEOUT,
+    DEFAULT_SHUTDOWN_GRACE_PERIOD,
+)
 from ._http import (
     Refusal,
     WriteAPI,
@@ -36,7 +45,9 @@ from ._http import (
     refusal_for,
     send_error,
 )
-from ._openapi import docs_page, include_openapi, openapi_document, routing_error
+from ._metrics import ServerMetrics, exposition
+from ._openapi import include_openapi, openapi_document, routing_error
+from ._routes import JSONRoutes
 from ._running import DrainingServer, uvicorn_server
 from ._runs import runs_openapi_paths, runs_routes
 from ._signals import chain_exit_signals
@@ -49,7 +60,7 @@ from ._sse import (
     serve_frames,
 )
 
-__all__ = [
+__all__ = [  # the defaults are re-exported: _direct and older imports take them from here
     "DEFAULT_HEARTBEAT_INTERVAL",
     "DEFAULT_MAX_BATCH_CHUNKS",
     "DEFAULT_MAX_BODY_SIZE",
@@ -70,25 +81,6 @@ __all__ = [
 
 logger = logging.getLogger("streamwire.server")
 
-#: Seconds between heartbeat comments on a quiet stream. Proxies cut silent streams after 30-60 s
-#: (API Gateway 29 s, nginx and Cloud Run 60 s); 15 s leaves each of them at least one beat.
-DEFAULT_HEARTBEAT_INTERVAL: Final = 15.0
-#: Seconds one write may stay blocked (the client's window and the server's write buffer full)
-#: before the consumer is evicted with a bare close; it re-attaches from its cursor.
-DEFAULT_SEND_TIMEOUT: Final = 30.0
-#: Open SSE connections per server; each costs a socket and a few tens of KiB.
-DEFAULT_MAX_CONNECTIONS: Final = 10_000
-#: Open SSE connections per stream: a fan-out bigger than this belongs behind a CDN or on Redis.
-DEFAULT_MAX_CONNECTIONS_PER_STREAM: Final = 1_000
-#: Bytes of one write request's body. The TRD's attachments travel as 1-10 MB data URLs in one
-#: chunk, so 16 MiB admits them.
-DEFAULT_MAX_BODY_SIZE: Final = 16 * 1024 * 1024
-#: Chunks in one ``POST /chunks`` batch (one atomic ``append_many``).
-DEFAULT_MAX_BATCH_CHUNKS: Final = 10_000
-#: Characters of a stream id (it becomes a key in every backend).
-DEFAULT_MAX_STREAM_ID_LENGTH: Final = 256
-#: Seconds ``drain()`` waits for open connections to write their ``fail`` frame and close.
-DEFAULT_SHUTDOWN_GRACE_PERIOD: Final = 5.0
 
 
 @final
@@ -168,8 +160,13 @@ class StreamApp(Starlette):
                      else Runs(log, agents, expose_errors=expose_errors))
         document = openapi_document()
         self._openapi = encode_json(document if self.runs is None else runs_openapi_paths(document))
-        w, api = self._json_route, WriteAPI(log, max_body=max_body_size, max_batch=max_batch_chunks)
+        self.metrics = ServerMetrics()
+        json_routes = JSONRoutes(self, check_id=self._check_id, check_access=self._check_access,
+                                 expose_errors=expose_errors, retry_after=self._retry_after)
+        w = json_routes.stream_route
+        self._api = api = WriteAPI(log, max_body=max_body_size, max_batch=max_batch_chunks)
         routes = [
+            Route("/streams", json_routes.list_streams, methods=["GET"]),
             Route("/streams/{stream_id}", w(api.create, "write"), methods=["PUT"]),
             Route("/streams/{stream_id}/info", w(api.info, "read"), methods=["GET"]),
             Route("/streams/{stream_id}/sse", _SSERoute(self), methods=["GET"]),
@@ -180,8 +177,9 @@ class StreamApp(Starlette):
             Route("/streams/{stream_id}/reset", w(api.reset, "write"), methods=["POST"]),
             Route("/streams/{stream_id}/reactivate", w(api.reactivate, "write"),
                   methods=["POST"]),
-            Route("/openapi.json", self._openapi_route, methods=["GET"]),
-            Route("/docs", self._docs_route, methods=["GET"]),
+            Route("/openapi.json", json_routes.openapi, methods=["GET"]),
+            Route("/docs", json_routes.docs, methods=["GET"]),
+            Route("/metrics", json_routes.metrics, methods=["GET"]),
         ]
         if self.runs is not None:
             routes += runs_routes(self.runs, check_access=self._check_access,
@@ -297,7 +295,9 @@ class StreamApp(Starlette):
             client = scope.get("client")
             conn = Connection(stream_id, cursor, f"{client[0]}:{client[1]}" if client else "-")
             self._reserve(conn)
+            started = time.perf_counter()
             info = await self.log.info(stream_id)
+            self.metrics.log_info.observe(time.perf_counter() - started)
             if cursor > info.head:
                 raise Refusal(409, f"cursor {cursor} is above the stream's head {info.head}: "
                                     "it names a chunk this stream never had")
@@ -320,6 +320,9 @@ class StreamApp(Starlette):
             await send_error(send, refusal, cors)
             return
         conn.waiting = info.head == 0 and info.status == "active"
+        self.metrics.replay.observe(info.head - cursor)
+        if cursor:
+            self.metrics.reattaches += 1
         if self._drain_on_signal:
             self._chain_signals()
         self._open(conn)
@@ -383,6 +386,7 @@ class StreamApp(Starlette):
             self._per_stream[conn.stream_id] = left
         else:
             del self._per_stream[conn.stream_id]
+        self.metrics.frames_closed += conn.frames
         if conn.outcome == "evicted":
             self._evicted += 1
         if self._drained is not None and not self._conns:
@@ -392,36 +396,24 @@ class StreamApp(Starlette):
                         conn.stream_id, conn.peer, conn.frames, conn.outcome,
                         time.monotonic() - conn.started)
 
-    # ---- JSON routes -------------------------------------------------------------------------
-
-    def _json_route(
-        self, handler: Callable[[Request, str], Awaitable[Response]], access: Access
-    ) -> Callable[[Request], Awaitable[Response]]:
-
-        async def endpoint(request: Request) -> Response:
-            stream_id: str = request.path_params["stream_id"]
-            try:
-                self._check_id(request.scope, stream_id)
-                await self._check_access(request, stream_id, access)
-                return await handler(request, stream_id)
-            except Exception as exc:
-                refusal = refusal_for(exc, expose_errors=self._expose_errors,
-                                      write=access == "write", retry_after=self._retry_after)
-                return refusal.response()
-
-        return endpoint
-
-    async def _openapi_route(self, request: Request) -> Response:
-        return Response(self._openapi, media_type="application/json")
-
-    async def _docs_route(self, request: Request) -> Response:
-        root: str = request.scope.get("root_path", "")
-        return Response(docs_page(f"{root}/openapi.json"), media_type="text/html")
+    # ---- OpenAPI and metrics ------------------------------------------------------------------
 
     def include_openapi(self, host: object, *, prefix: str | None = None) -> None:
         """Add the stream routes to a FastAPI ``host``'s ``/openapi.json`` (and so its ``/docs``).
         ``prefix`` is the mount path; by default it is looked up among the host's routes."""
         include_openapi(host, self, self.openapi_document, prefix)
+
+    @property
+    def openapi_json(self) -> bytes:
+        """The OpenAPI document served at ``/openapi.json``, encoded."""
+        return self._openapi
+
+    def metrics_text(self) -> bytes:
+        """The ``GET /metrics`` body (Prometheus text format)."""
+        self.metrics.appended = self._api.appended
+        return exposition(self.metrics, connections=self._conns, per_stream=self._per_stream,
+                          opened=self._opened, evicted=self._evicted, refused=self._refused,
+                          draining=self._draining)
 
     def openapi_document(self) -> dict[str, Any]:
         """A copy of the OpenAPI document served at ``/openapi.json``."""

@@ -304,6 +304,7 @@ class WriteAPI:
         self.log = log
         self.max_body = max_body
         self.max_batch = max_batch
+        self.appended = 0  # chunks appended through POST /chunks (served by GET /metrics)
 
     async def create(self, request: Request, stream_id: str) -> Response:
         return json_response(info_json(await self.log.create_stream(stream_id)))
@@ -322,6 +323,7 @@ class WriteAPI:
         batch = [(item.step, bytes(item.chunk)) for item in items]
         if batch or producer is not None:  # a producer's empty batch still takes its seq
             sequences = await self.log.append_many(stream_id, batch, producer=producer)
+            self.appended += len(sequences)
         else:
             sequences = []
             await self.log.info(stream_id)  # an unknown stream is 404 even for an empty batch

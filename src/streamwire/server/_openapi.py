@@ -3,6 +3,7 @@ check every route it lists against the app's routes and answers)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -13,7 +14,8 @@ from starlette.routing import Mount
 
 from ._http import Refusal
 
-__all__ = ["docs_page", "include_openapi", "merge_openapi", "openapi_document", "routing_error"]
+__all__ = ["docs_page", "explain_invalid", "include_openapi", "merge_openapi", "openapi_document",
+           "routing_error"]
 
 #: The prefix of streamwire's component names in a host's document (``streamwire.StreamInfo``).
 COMPONENT_PREFIX = "streamwire."
@@ -43,19 +45,34 @@ _WRITE_ERRORS: dict[str, Any] = {
 }
 
 
+#: One example of each request body (shown by Swagger UI, and in the README).
+_EXAMPLES: dict[str, Any] = {
+    "Chunks": [{"step": 1, "chunk": {"event": "chunk", "data": {"chunk": "Hel"}}},
+               {"step": 1, "chunk": {"event": "chunk", "data": {"chunk": "lo"}}}],
+    "End": {"status": "completed", "usage": {"inputTokens": 12, "outputTokens": 2}},
+    "Fail": {"error": "the model provider timed out", "recoverable": True,
+             "errorDetail": {"code": "UPSTREAM_TIMEOUT"}},
+    "Cleanup": {"step": 1},
+}
+_INFO_EXAMPLE: dict[str, Any] = {
+    "streamId": "reply-42", "status": "active", "head": 2, "floor": 0, "epoch": "9f2c1e-1",
+    "oldestRetainedSequence": 1, "truncatedAtStep": None}
+
+
 def _write(summary: str, body: str | None, ok: dict[str, Any]) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "security": [{"bearer": []}],
                           "parameters": [{"$ref": "#/components/parameters/StreamId"}],
                           "responses": {"200": ok, **_WRITE_ERRORS}}
     if body is not None:
-        op["requestBody"] = {"required": True,
-                             "content": {"application/json": {"schema": _ref(body)}}}
+        op["requestBody"] = {"required": True, "content": {"application/json": {
+            "schema": _ref(body), "example": _EXAMPLES[body]}}}
     return {"post": op}
 
 
 def openapi_document() -> dict[str, Any]:
     """The document served at ``GET /openapi.json``."""
     info_ok = _json(_ref("StreamInfo"), "The stream's info.")
+    info_ok["content"]["application/json"]["example"] = _INFO_EXAMPLE
     sse_body = (
         "Wire v2 frames (text/event-stream): every retained chunk after the cursor (`event: chunk`, "
         "`id:` = sequence, data `{sequence, chunk}`), then `caught-up {head}`, then live chunks and "
@@ -110,6 +127,28 @@ def openapi_document() -> dict[str, Any]:
                 "Start a new run: drop the chunks and the marker, status active.", None, info_ok),
             "/streams/{stream_id}/reactivate": _write(
                 "Make a finished stream active again.", None, info_ok),
+            "/streams": {"get": {
+                "summary": "List streams in id order, a page at a time (authorized as a read).",
+                "parameters": [
+                    {"name": "limit", "in": "query", "required": False,
+                     "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
+                                "default": 100}},
+                    {"name": "after", "in": "query", "required": False,
+                     "schema": {"type": "string"},
+                     "description": "The `next` of the previous page."}],
+                "responses": {
+                    "200": {"description": "One page; `next` is null on the last.",
+                            "content": {"application/json": {
+                                "schema": _ref("StreamList"),
+                                "example": {"streams": [_INFO_EXAMPLE], "next": "reply-42"}}}},
+                    **_ERRORS,
+                    "501": _json(_ref("Error"), "The log cannot list streams.")}}},
+            "/metrics": {"get": {
+                "summary": "Counters in the Prometheus text format (authorized as a read).",
+                "responses": {"200": {"description": "Prometheus text format 0.0.4.",
+                                      "content": {"text/plain": {"schema": {"type": "string"}}}},
+                              "401": {"$ref": "#/components/responses/Refused"},
+                              "403": {"$ref": "#/components/responses/Refused"}}}},
             "/docs": {"get": {
                 "summary": "This document in Swagger UI (its assets load from a CDN).",
                 "responses": {"200": {"description": "An HTML page.",
@@ -133,7 +172,10 @@ def openapi_document() -> dict[str, Any]:
             "schemas": {
                 "Error": {"type": "object", "required": ["error", "status"],
                           "properties": {"error": {"type": "string"},
-                                         "status": {"type": "integer"}}},
+                                         "status": {"type": "integer"}},
+                          "example": {"error": "`status` must be one of `completed`, `paused`, "
+                                               "`interrupted` (Invalid enum value 'complete')",
+                                      "status": 422}},
                 "StreamInfo": {
                     "type": "object",
                     "required": ["streamId", "status", "head", "floor",
@@ -162,6 +204,10 @@ def openapi_document() -> dict[str, Any]:
                          "properties": {"error": {"type": "string"},
                                         "errorDetail": {"type": "object"},
                                         "recoverable": {"type": "boolean"}}},
+                "StreamList": {"type": "object", "required": ["streams", "next"],
+                               "properties": {"streams": {"type": "array",
+                                                          "items": _ref("StreamInfo")},
+                                              "next": {"type": ["string", "null"]}}},
                 "Cleanup": {"type": "object", "required": ["step"], "additionalProperties": False,
                             "properties": {"step": {"type": "integer", "minimum": 0}}},
                 "Rewound": {"type": "object", "required": ["atStep"],
@@ -272,3 +318,55 @@ async def routing_error(request: Request, exc: Exception) -> Response:
     else:
         message = str(exc.detail)
     return Refusal(exc.status_code, message, dict(exc.headers or {})).response()
+
+
+_AT = re.compile(r"\$|\.([^.\[]+)|\[(\d+)\]")
+_FIELD = re.compile(r"Object (missing required|contains unknown) field `(.+)`")
+
+
+def explain_invalid(schema_name: str, message: str) -> str:
+    """msgspec's validation ``message`` for a body of ``schema_name`` (a schema of the OpenAPI
+    document), said as: which field, what it must be (the valid values of an enum), what was
+    wrong. The document is the one place the bodies are described, so the errors follow it."""
+    schemas: dict[str, Any] = openapi_document()["components"]["schemas"]
+    text, _, at = message.partition(" - at `")
+    path = at.rstrip("`") or "$"
+    named = _FIELD.fullmatch(text)
+    if named:
+        path += f".{named.group(2)}"
+    schema: Any = schemas[schema_name]
+    for key, index in (m.groups() for m in _AT.finditer(path)):
+        if index is not None:
+            schema = schema.get("items", {})
+        elif key is not None:
+            schema = schema.get("properties", {}).get(key)
+            if schema is None:
+                break
+    field = "the body" if path == "$" else f"`{path.removeprefix('$.')}`"
+    if named and named.group(1) == "contains unknown":
+        parent = schemas[schema_name]
+        parent = parent.get("items", parent)
+        fields = ", ".join(f"`{name}`" for name in parent.get("properties", {}))
+        return f"{field} is not a field of this body; its fields are {fields} ({message})"
+    expected = _expected(schema)
+    if named:
+        return f"{field} is missing: it is required and must be {expected} ({message})"
+    return f"{field} must be {expected} ({message})"
+
+
+def _expected(schema: Any) -> str:
+    if not isinstance(schema, dict) or not schema:
+        return "any JSON value"
+    spec = cast(dict[str, Any], schema)
+    if "enum" in spec:
+        return "one of " + ", ".join(f"`{v}`" for v in spec["enum"])
+    kind = spec.get("type")
+    if kind == "integer":
+        low = spec.get("minimum")
+        return "an integer" + (f" >= {low}" if low is not None else "")
+    if kind == "array":
+        return "a JSON array of " + _expected(spec.get("items")).replace("a JSON object", "objects")
+    if kind == "object":
+        fields = ", ".join(spec.get("properties", {}))
+        return f"a JSON object {{{fields}}}" if fields else "a JSON object"
+    return {"string": "a string", "boolean": "true or false"}.get(str(kind), f"a {kind}")

@@ -1,0 +1,134 @@
+"""The JSON side of ``StreamApp``'s routing: the per-stream JSON routes' wrapper (access, timing,
+errors that name fields and HTTP routes), ``GET /streams``, ``GET /metrics``, ``/openapi.json``
+and ``/docs``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..errors import StreamStateError
+from ._auth import Access
+from ._http import Refusal, info_json, json_response, refusal_for
+from ._metrics import CONTENT_TYPE
+from ._openapi import docs_page, explain_invalid
+from ._sse import Scope
+
+if TYPE_CHECKING:
+    from ._app import StreamApp
+
+__all__ = ["DEFAULT_LIST_LIMIT", "MAX_LIST_LIMIT", "JSONRoutes"]
+
+#: Streams in one ``GET /streams`` page unless ``?limit=`` says otherwise, and the most it may say.
+DEFAULT_LIST_LIMIT: Final = 100
+MAX_LIST_LIMIT: Final = 1000
+
+#: The OpenAPI schema of each JSON route's body (validation errors are explained from it).
+_BODY_SCHEMAS: Final = {"chunks": "Chunks", "end": "End", "fail": "Fail", "cleanup": "Cleanup"}
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+class JSONRoutes:
+    """The endpoints a ``StreamApp`` routes to besides its SSE route."""
+
+    def __init__(self, app: StreamApp, *, check_id: Callable[[Scope, str], None],
+                 check_access: Callable[[Request, str, Access], Awaitable[None]],
+                 expose_errors: bool, retry_after: str) -> None:
+        self.app = app
+        self.check_id = check_id
+        self.check_access = check_access
+        self.expose_errors = expose_errors
+        self.retry_after = retry_after
+
+    def stream_route(self, handler: Callable[[Request, str], Awaitable[Response]],
+                     access: Access) -> Endpoint:
+        """Wrap one ``WriteAPI`` handler: id and access checks, a latency histogram, errors."""
+        name = handler.__name__
+        timer = self.app.metrics.route(name)
+        schema = _BODY_SCHEMAS.get(name)
+        write = access == "write"
+
+        async def endpoint(request: Request) -> Response:
+            stream_id: str = request.path_params["stream_id"]
+            started = time.perf_counter()
+            try:
+                self.check_id(request.scope, stream_id)
+                await self.check_access(request, stream_id, access)
+                return await handler(request, stream_id)
+            except msgspec.ValidationError as exc:
+                message = explain_invalid(schema, str(exc)) if schema else str(exc)
+                return Refusal(422, message).response()
+            except Exception as exc:
+                refusal = refusal_for(exc, expose_errors=self.expose_errors, write=write,
+                                      retry_after=self.retry_after)
+                if isinstance(exc, StreamStateError) and refusal.status == 409:
+                    refusal.message = await self._state_message(stream_id, exc)
+                return refusal.response()
+            finally:
+                timer.observe(time.perf_counter() - started)
+
+        return endpoint
+
+    async def _state_message(self, stream_id: str, exc: StreamStateError) -> str:
+        """A 409's text naming the HTTP routes that fix it (the log's own names Python methods)."""
+        try:
+            info = await self.app.log.info(stream_id)
+        except Exception:
+            return str(exc)
+        if info.status == "active":
+            return str(exc)
+        base = f"/streams/{stream_id}"
+        return (f"stream {stream_id!r} is {info.status}, not active: POST {base}/reactivate "
+                f"makes it active again with its chunks, POST {base}/reset starts a new run")
+
+    async def list_streams(self, request: Request) -> Response:
+        """``GET /streams?limit=&after=``: a page of streams in id order, authorized as a read
+        (``stream_id`` ""). Needs a log with ``list_streams(*, after, limit)``."""
+        app = self.app
+        try:
+            await self.check_access(request, "", "read")
+            limit = _limit(request.query_params.get("limit"))
+            after = request.query_params.get("after") or None
+            lister: Any = getattr(app.log, "list_streams", None)
+            if lister is None:
+                raise Refusal(501, f"this stream log ({type(app.log).__name__}) cannot list "
+                                   "streams: it has no list_streams() method")
+            found: list[Any] = list(await lister(after=after, limit=limit + 1))
+        except Exception as exc:
+            return refusal_for(exc, expose_errors=self.expose_errors,
+                               retry_after=self.retry_after).response()
+        page = [{"streamId": item} if isinstance(item, str) else info_json(item)
+                for item in found[:limit]]
+        more = len(found) > limit
+        return json_response({"streams": page, "next": page[-1]["streamId"] if more else None})
+
+    async def metrics(self, request: Request) -> Response:
+        """``GET /metrics``: Prometheus text, authorized as a read (``stream_id`` "")."""
+        try:
+            await self.check_access(request, "", "read")
+        except Exception as exc:
+            return refusal_for(exc, expose_errors=self.expose_errors).response()
+        return Response(self.app.metrics_text(), media_type=CONTENT_TYPE)
+
+    async def openapi(self, request: Request) -> Response:
+        return Response(self.app.openapi_json, media_type="application/json")
+
+    async def docs(self, request: Request) -> Response:
+        root: str = request.scope.get("root_path", "")
+        return Response(docs_page(f"{root}/openapi.json"), media_type="text/html")
+
+
+def _limit(text: str | None) -> int:
+    if text is None:
+        return DEFAULT_LIST_LIMIT
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= MAX_LIST_LIMIT:
+        raise Refusal(400, f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, "
+                           f"got {text[:20]!r}")
+    return int(text)
+
