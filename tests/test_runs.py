@@ -252,3 +252,47 @@ async def test_a_server_shutting_down_ends_its_runs_with_a_recoverable_fail(
     assert body.count("event: fail") == 1
     assert body.count("event: end") == 0
     assert '"WORKER_SHUTDOWN"' in body
+
+
+async def test_a_run_id_that_names_a_plain_stream_is_refused(backend: Backend) -> None:
+    with serving(backend.factory, ALL) as srv:
+        async with httpx.AsyncClient(base_url=srv.base) as client:
+            assert (await client.put("/streams/taken")).status_code == 200
+            assert (await client.post("/streams/taken/chunks", json=[
+                {"step": 0, "chunk": {"mine": 1}}])).status_code == 200
+            answer = await client.post("/runs", json={"agent": "echo", "runId": "taken"})
+            assert answer.status_code == 409
+            assert (await client.post("/streams/taken/end", json={"status": "completed"})
+                    ).status_code == 200  # the stream is still its writer's
+            body = (await client.get("/streams/taken/sse?cursor=0")).text
+            assert body.count("event: chunk") == 1  # nothing was written into it
+        assert srv.runs.invocations == 0
+
+
+def test_the_sync_dispatcher_recovers_a_lost_start(backend: Backend) -> None:
+    with serving(backend.factory, ALL) as srv:
+        port = int(srv.base.rsplit(":", 1)[1])
+        with LossyProxy(port, b"POST /runs ") as proxy, httpx.Client() as client:
+            d = Dispatcher(client, f"http://127.0.0.1:{proxy.port}", decode=decode, retry=FAST)
+            run = d.start("echo", {"text": "sync once"})
+            assert proxy.lost == 1
+            assert _text(list(run)) == "sync once "
+            assert run.created is None  # learned from /status, not from a second start
+        assert srv.runs.invocations == 1
+
+
+async def test_stopping_a_paused_run_interrupts_it_for_good(backend: Backend) -> None:
+    with serving(backend.factory, ALL) as srv:
+        async with httpx.AsyncClient() as client:
+            d = AsyncDispatcher(client, srv.base, decode=decode, retry=FAST)
+            run = await d.start("pauser")
+            assert (await run.result()).status == "paused"
+            assert (await d.stop(run.run_id))["status"] == "interrupted"
+            assert (await d.stop(run.run_id))["status"] == "interrupted"  # idempotent
+            whole = d.follow(run.run_id)
+            assert _text([m async for m in whole]) == "a b "
+            assert whole.outcome is not None
+            assert whole.outcome.status == "interrupted"
+            with pytest.raises(RunStateError):
+                await d.resume(run.run_id, {"word": "late"})
+        assert srv.runs.invocations == 1

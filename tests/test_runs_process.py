@@ -1,6 +1,7 @@
 """Runs across real ``streamwire serve`` processes: a SIGKILL of the worker running the agent is
 recovered by the dispatcher through ``/status`` (``WORKER_LOST``, recoverable) within the lease, on
-SQLite and Redis; on Redis a run started on one process is followed and stopped from another."""
+SQLite and Redis; a run started on one process is followed and stopped from another (the stop
+reaches the worker through the store)."""
 
 from __future__ import annotations
 
@@ -68,8 +69,8 @@ async def test_sigkill_of_the_worker_is_recovered_through_status(
     assert len(_calls(calls)) == 1  # never re-run behind the caller's back
 
 
-@pytest.mark.parametrize("backend", ["redis"], indirect=True)
-async def test_on_redis_start_on_one_process_follow_and_stop_from_another(
+@pytest.mark.parametrize("backend", ["sqlite", "redis"], indirect=True)
+async def test_start_on_one_process_follow_and_stop_from_another(
         backend: Backend, tmp_path: Path) -> None:
     calls = tmp_path / "calls.txt"
     port_a, port_b = free_port(), free_port()

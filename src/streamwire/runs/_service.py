@@ -210,7 +210,14 @@ class Runs:
                               lease=self.lease_time)
             if await self.store.swap(new):
                 break
-        await self.log.reactivate_stream(new.stream_id)
+        try:
+            await self.log.reactivate_stream(new.stream_id)
+        except BaseException:
+            # the stream is gone (expired) or the log failed: the run cannot go on
+            await self._settle(run_id, "failed", write_terminal=False,
+                               error="the run's stream could not be reactivated",
+                               error_detail={"code": "STREAM_ERROR"}, recoverable=False)
+            raise
         self._spawn(fn, new, RunContext(
             self.log, run_id=run_id, agent=new.agent, stream_id=new.stream_id, input=new.input,
             state=record.state, resume_input=input, resumed=True))
@@ -227,8 +234,11 @@ class Runs:
                 new = settled(record, "interrupted", now=time.time(), head=record.head,
                                   state=record.state)
                 if await self.store.swap(new):
-                    await self.log.reactivate_stream(new.stream_id)
-                    await self.log.end_stream(new.stream_id, "interrupted", state=new.state)
+                    try:  # the stream's terminal follows the record (it may have expired)
+                        await self.log.reactivate_stream(new.stream_id)
+                        await self.log.end_stream(new.stream_id, "interrupted", state=new.state)
+                    except StreamwireError as exc:
+                        logger.info("run %s: no stream to end interrupted (%s)", run_id, exc)
                     return new
                 continue
             if record.stop_requested or await self.store.swap(
