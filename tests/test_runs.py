@@ -296,3 +296,22 @@ async def test_stopping_a_paused_run_interrupts_it_for_good(backend: Backend) ->
             with pytest.raises(RunStateError):
                 await d.resume(run.run_id, {"word": "late"})
         assert srv.runs.invocations == 1
+
+
+async def test_settled_records_expire_after_record_ttl_and_running_ones_stay(
+        backend: Backend) -> None:
+    with serving(backend.factory, ALL, record_ttl=0.5, lease_time=1.0,
+                 poll_interval=0.05) as srv:
+        async with httpx.AsyncClient() as client:
+            d = AsyncDispatcher(client, srv.base, retry=FAST)
+            done = await d.start("echo", {"text": "short"})
+            assert (await done.result()).kind is RemoteOutcomeKind.COMPLETED
+            slow = await d.start("slow", {"pace": 0.05})
+            with anyio.fail_after(10):
+                while True:
+                    answer = await client.get(f"{srv.base}/runs/{done.run_id}/status")
+                    if answer.status_code == 404:
+                        break
+                    await anyio.sleep(0.1)
+            assert (await d.status(slow.run_id))["status"] == "running"
+            assert (await d.stop(slow.run_id))["status"] == "interrupted"

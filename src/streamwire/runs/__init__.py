@@ -23,12 +23,19 @@ from .._public import publish
 from ._context import Agent, AgentError, Completed, Paused, RunContext, load_agent
 from ._outcome import RunOutcome, outcome_from_status, outcome_from_terminal
 from ._record import FINISHED_RUN, TRANSITIONS, RunRecord, RunStatus
-from ._service import DEFAULT_LEASE_TIME, DEFAULT_POLL_INTERVAL, DEFAULT_STOP_WAIT, Runs
+from ._service import (
+    DEFAULT_LEASE_TIME,
+    DEFAULT_POLL_INTERVAL,
+    DEFAULT_RECORD_TTL,
+    DEFAULT_STOP_WAIT,
+    Runs,
+)
 from ._store import MemoryRunStore, RunStore, store_for
 
 __all__ = [
     "DEFAULT_LEASE_TIME",
     "DEFAULT_POLL_INTERVAL",
+    "DEFAULT_RECORD_TTL",
     "DEFAULT_STOP_WAIT",
     "FINISHED_RUN",
     "TRANSITIONS",

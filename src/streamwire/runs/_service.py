@@ -52,7 +52,8 @@ from ._record import (
 )
 from ._store import RunStore, store_for
 
-__all__ = ["DEFAULT_LEASE_TIME", "DEFAULT_POLL_INTERVAL", "DEFAULT_STOP_WAIT", "Runs"]
+__all__ = ["DEFAULT_LEASE_TIME", "DEFAULT_POLL_INTERVAL", "DEFAULT_RECORD_TTL",
+           "DEFAULT_STOP_WAIT", "Runs"]
 
 logger = logging.getLogger("streamwire.runs")
 
@@ -63,6 +64,9 @@ DEFAULT_LEASE_TIME: Final = 30.0
 #: Seconds between a worker's looks at its own runs' records (stop flags from other processes,
 #: lease renewals); none while it runs nothing.
 DEFAULT_POLL_INTERVAL: Final = 0.25
+#: Seconds a run's record is kept after its last change once it is not running (a week: its
+#: status outlives its stream, which the log keeps ``finished_ttl``, an hour by default).
+DEFAULT_RECORD_TTL: Final = 7 * 24 * 3600.0
 #: Seconds ``stop`` waits for the run's terminal before answering with the status it has.
 DEFAULT_STOP_WAIT: Final = 10.0
 #: Seconds a shutting-down worker gives its agents to end (each gets a terminal either way).
@@ -114,13 +118,17 @@ class Runs:
         store: where records live (default: beside ``log``, ``store_for(log)``).
         lease_time: seconds before a silent worker's runs end ``WORKER_LOST``.
         poll_interval: seconds between looks at this worker's runs (stop flags, lease renewals).
+        stop_wait: seconds ``stop`` waits for the run to settle before answering.
+        record_ttl: seconds a record is kept once it is not running (0: forever).
         expose_errors: put an agent exception's type and text on the wire (development only).
     """
 
     def __init__(self, log: StreamLog, agents: Mapping[str, Agent] | Iterable[Agent], *,
                  store: RunStore | None = None, lease_time: float = DEFAULT_LEASE_TIME,
                  poll_interval: float = DEFAULT_POLL_INTERVAL, stop_wait: float = DEFAULT_STOP_WAIT,
-                 expose_errors: bool = False) -> None:
+                 record_ttl: float = DEFAULT_RECORD_TTL, expose_errors: bool = False) -> None:
+        if not record_ttl >= 0:
+            raise UsageError(f"record_ttl must be seconds >= 0 (0: keep records), not {record_ttl!r}")
         if not poll_interval > 0 or not lease_time >= 3 * poll_interval:
             raise UsageError(f"lease_time={lease_time} must be at least 3 x poll_interval="
                              f"{poll_interval} (> 0) so that a lease is renewed in time")
@@ -130,6 +138,7 @@ class Runs:
         self.lease_time = float(lease_time)
         self.poll_interval = float(poll_interval)
         self.stop_wait = float(stop_wait)
+        self.record_ttl = float(record_ttl)
         self.expose_errors = expose_errors
         #: This process's name in the leases it holds.
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -396,6 +405,8 @@ class Runs:
 
     async def _sweep(self) -> None:
         now = time.time()
+        if self.record_ttl:
+            await self.store.expire(now - self.record_ttl)
         for run_id in await self.store.running():
             if run_id in self._local:
                 continue

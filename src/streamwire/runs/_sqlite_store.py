@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
     status TEXT NOT NULL,
+    updated_at REAL NOT NULL,
     body BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status);
@@ -67,9 +68,10 @@ class SQLiteRunStore:
     async def insert(self, record: RunRecord) -> RunRecord | None:
         def insert(conn: sqlite3.Connection) -> RunRecord | None:
             cur = conn.execute(
-                "INSERT INTO runs (id, version, status, body) VALUES (?, ?, ?, ?) "
+                "INSERT INTO runs (id, version, status, updated_at, body) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (id) DO NOTHING",
-                (record.run_id, record.version, record.status, encode_record(record)))
+                (record.run_id, record.version, record.status, record.updated_at,
+                 encode_record(record)))
             if cur.rowcount == 1:
                 return None
             return _get(conn, record.run_id)
@@ -82,9 +84,10 @@ class SQLiteRunStore:
     async def swap(self, record: RunRecord) -> bool:
         def swap(conn: sqlite3.Connection) -> bool:
             cur = conn.execute(
-                "UPDATE runs SET version = ?, status = ?, body = ? WHERE id = ? AND version = ?",
-                (record.version, record.status, encode_record(record), record.run_id,
-                 record.version - 1))
+                "UPDATE runs SET version = ?, status = ?, updated_at = ?, body = ? "
+                "WHERE id = ? AND version = ?",
+                (record.version, record.status, record.updated_at, encode_record(record),
+                 record.run_id, record.version - 1))
             return cur.rowcount == 1
 
         return await self._call(swap)
@@ -95,6 +98,14 @@ class SQLiteRunStore:
             return [str(row[0]) for row in rows]
 
         return await self._call(running)
+
+    async def expire(self, before: float) -> int:
+        def expire(conn: sqlite3.Connection) -> int:
+            cur = conn.execute("DELETE FROM runs WHERE status != 'running' AND updated_at < ?",
+                               (before,))
+            return cur.rowcount
+
+        return await self._call(expire)
 
     async def aclose(self) -> None:
         def close() -> None:

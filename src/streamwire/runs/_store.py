@@ -39,6 +39,11 @@ class RunStore(Protocol):
         """The ids of the runs stored as ``running`` (for the lease sweeper)."""
         ...
 
+    async def expire(self, before: float) -> int:
+        """Delete the records not ``running`` last changed before ``before`` (epoch seconds);
+        returns how many."""
+        ...
+
     async def aclose(self) -> None:
         """Release connections."""
         ...
@@ -68,6 +73,13 @@ class MemoryRunStore:
 
     async def running(self) -> list[str]:
         return [r.run_id for r in self._records.values() if r.status == "running"]
+
+    async def expire(self, before: float) -> int:
+        old = [k for k, r in self._records.items()
+               if r.status != "running" and r.updated_at < before]
+        for key in old:
+            del self._records[key]
+        return len(old)
 
     async def aclose(self) -> None:
         return None
