@@ -34,7 +34,6 @@ from ._common import (
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
     DEFAULT_WRITER_TIMEOUT,
-    MAX_SAFE_INTEGER,
     WRITER_GONE,
     check_end_status,
     check_limits,
@@ -57,6 +56,7 @@ __all__ = ["MemoryLog"]
 MAX_PENDING_MARKERS: Final = 1024
 
 _validate_json = msgspec.json.Decoder(msgspec.Raw).decode
+_monotonic = time.monotonic
 
 
 @final
@@ -189,11 +189,11 @@ class MemoryLog:
             return (await self.append_many(stream_id, [(step, chunk)], producer=producer))[0]
         # the hot path, kept flat: an active stream never has an expiry to check
         st = self._streams.get(stream_id)
-        now = time.monotonic()
+        now = _monotonic()
         if st is None or st.status != "active" or st.lease_until <= now:
             st = self._active(stream_id)
         st.lease_until = now + self.writer_timeout
-        if type(step) is not int or step < 0 or step > MAX_SAFE_INTEGER:
+        if type(step) is not int or step < 0 or step >> 53:  # >> 53: above 2**53 - 1
             check_step(step)
         if type(chunk) is not bytes or len(chunk) > self.max_chunk_size:
             chunk = coerce_chunk(chunk, self.max_chunk_size)
@@ -227,7 +227,7 @@ class MemoryLog:
         new: list[tuple[int, int, bytes]] = []
         size = 0
         for step, chunk in chunks:  # check everything before changing anything
-            if type(step) is not int or step < 0 or step > MAX_SAFE_INTEGER:
+            if type(step) is not int or step < 0 or step >> 53:  # above 2**53 - 1
                 check_step(step)
             if type(chunk) is not bytes or len(chunk) > limit:
                 chunk = coerce_chunk(chunk, limit)
