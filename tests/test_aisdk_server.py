@@ -1,4 +1,4 @@
-"""The ``/api/chat`` routes over real uvicorn (memory and SQLite logs): a reply as a UI message
+"""The ``/api/chat`` routes over real uvicorn (memory, SQLite and Redis logs): a reply as a UI message
 stream, exactly one run per submit, resume after a reload (``204`` when nothing runs, the replay
 from the start, ``Last-Event-ID`` from that event on), stop, D-4's ending, the authorization hook
 and the refusals."""
@@ -9,7 +9,6 @@ import json
 import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,12 +19,14 @@ from starlette.requests import Request
 
 from helpers.chaos_proxy import ServerThread
 from helpers.demo_server import TOKEN, DemoServer
+from helpers.runs_server import Backend, backend
 from streamwire.chat import Chat
 from streamwire.errors import UsageError
 from streamwire.runs import Completed, RunContext
 from streamwire.sse import SSEDecoder
 
 pytestmark = pytest.mark.anyio
+__all__ = ["backend"]  # the fixture, imported
 
 CALLS: list[str] = []
 RELEASE: dict[str, anyio.Event] = {}
@@ -72,18 +73,12 @@ def authorize(request: Request, name: str, access: str) -> None:
         raise HTTPException(403, "not your chat")
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServerThread]:
+@pytest.fixture
+def server(backend: Backend) -> Iterator[ServerThread]:
     from streamwire.server import create_app
 
-    if request.param == "memory":
-        from streamwire.log.memory import MemoryLog
-        log: Any = MemoryLog()
-    else:
-        from streamwire.log.sqlite import SQLiteLog
-        log = SQLiteLog(tmp_path / "chat.db")
     CALLS.clear()
-    app = create_app(log, authorize=authorize, agents=[echo], chat_agent="echo")
+    app = create_app(backend.factory(), authorize=authorize, agents=[echo], chat_agent="echo")
     with ServerThread(app) as srv:
         yield srv
 
