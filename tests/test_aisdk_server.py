@@ -242,3 +242,20 @@ def test_a_server_shutting_down_ends_open_replies_as_drops_at_once() -> None:
     assert "finish" not in kinds, "a drop, not an end"
     assert not seen.rstrip().endswith(b"[DONE]")
     assert took < 4, f"the shutdown waited {took:.1f} s for the reply (grace: 5 s)"
+
+
+def test_the_openapi_document_lists_the_chat_routes_and_its_refs_resolve() -> None:
+    from streamwire.log.memory import MemoryLog
+    from streamwire.server import create_app
+
+    doc = create_app(MemoryLog(), allow_anonymous_writes=True, agents=[echo],
+                     chat_agent="echo").openapi_document()
+    assert doc["paths"]["/api/chat"]["post"]["responses"]["200"]["content"]["text/event-stream"]
+    assert "204" in doc["paths"]["/api/chat/{chat_id}/stream"]["get"]["responses"]
+    assert "409" in doc["paths"]["/api/chat/{chat_id}/stop"]["post"]["responses"]
+    refs = [ref for ref in json.dumps(doc).split('"$ref": "')[1:]]
+    for ref in refs:
+        kind, name = ref.split('"')[0].removeprefix("#/components/").split("/")
+        assert name in doc["components"][kind], ref
+    plain = create_app(MemoryLog(), allow_anonymous_writes=True, agents=[echo])
+    assert "/api/chat" not in plain.openapi_document()["paths"]

@@ -25,7 +25,7 @@ from ..errors import UsageError
 from ..log import StreamLog
 from ..runs import Agent, Runs
 from ._auth import Access, Authorize, bearer_token, write_protection
-from ._chat import chat_routes
+from ._chat import chat_openapi_paths, chat_routes
 from ._defaults import (
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MAX_BATCH_CHUNKS,
@@ -159,7 +159,11 @@ class StreamApp(Starlette):
         self.runs = (agents if isinstance(agents, Runs) or agents is None
                      else Runs(log, agents, expose_errors=expose_errors))
         document = openapi_document()
-        self._openapi = encode_json(document if self.runs is None else runs_openapi_paths(document))
+        if self.runs is not None:
+            document = runs_openapi_paths(document)
+        if chat_agent is not None:
+            document = chat_openapi_paths(document)
+        self._openapi = encode_json(document)
         self.metrics = ServerMetrics()
         json_routes = JSONRoutes(self, check_id=self._check_id, check_access=self._check_access,
                                  expose_errors=expose_errors, retry_after=self._retry_after)
