@@ -48,29 +48,32 @@ def _load(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def open_log(spec: str, *, redis_prefix: str = "streamwire") -> StreamLog:
-    """Build the log ``--log`` names: ``memory``, ``sqlite:PATH`` or ``redis://HOST:PORT/DB``.
+def open_log(spec: str, *, redis_prefix: str = "streamwire",
+             writer_timeout: float | None = None) -> StreamLog:
+    """Build the log ``--log`` names: ``memory``, ``sqlite:PATH`` or ``redis://HOST:PORT/DB``;
+    ``writer_timeout`` (seconds a writer's lease lasts without a write) when given.
 
     Raises:
         ValueError: the spec names no known backend.
         ImportError: the backend needs an extra that is not installed.
     """
+    lease: dict[str, Any] = {} if writer_timeout is None else {"writer_timeout": writer_timeout}
     if spec == "memory":
         from .log.memory import MemoryLog
 
-        return MemoryLog()
+        return MemoryLog(**lease)
     if spec.startswith("sqlite:"):
         path = spec.removeprefix("sqlite:")
         if not path:
             raise ValueError("--log sqlite:PATH needs a file path, e.g. sqlite:streams.db")
-        return cast(StreamLog, _load("streamwire.log.sqlite", "SQLiteLog")(path))
+        return cast(StreamLog, _load("streamwire.log.sqlite", "SQLiteLog")(path, **lease))
     if spec.startswith(("redis://", "rediss://", "unix://")):
         try:
             redis_log = _load("streamwire.log.redis", "RedisLog")
         except ImportError as exc:
             raise ImportError(f'--log {spec} needs redis: pip install "streamwire[redis]" '
                               f"({exc})") from exc
-        return cast(StreamLog, redis_log(url=spec, prefix=redis_prefix))
+        return cast(StreamLog, redis_log(url=spec, prefix=redis_prefix, **lease))
     raise ValueError(f"--log must be memory, sqlite:PATH or redis://HOST:PORT/DB, not {spec!r}")
 
 
@@ -108,6 +111,9 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for streams to close on shutdown")
     p.add_argument("--send-timeout", type=float, default=30.0,
                    help="seconds a reader may leave a write blocked before it is evicted")
+    p.add_argument("--writer-timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds a stream's writer may stay silent (no append, no keepalive) "
+                        "before its stream fails with WRITER_GONE (default: the log's, 30)")
     p.add_argument("--access-log", action="store_true", help="also log every HTTP request")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     p.add_argument("--agent", action="append", default=[], metavar="MODULE:CALLABLE",
@@ -187,7 +193,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        log = open_log(args.log, redis_prefix=args.redis_prefix)
+        log = open_log(args.log, redis_prefix=args.redis_prefix,
+                       writer_timeout=args.writer_timeout)
     except (ValueError, ImportError) as exc:
         print(f"streamwire serve: {exc}", file=sys.stderr)
         return _USAGE_ERROR

@@ -10,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -219,3 +220,44 @@ def private_redis(tmp_path: Any) -> Iterator[PrivateRedis]:
         yield server
     finally:
         server.kill()
+
+
+class ServeProcess:
+    """``streamwire serve`` as a subprocess on a fixed port (a restart keeps the address)."""
+
+    def __init__(self, *options: str, token: str = "test-token") -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port: int = probe.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.argv = [sys.executable, "-m", "streamwire.cli", "serve", "--port", str(self.port),
+                     "--token", token, "--log-level", "warning", *options]
+        self.auth = {"Authorization": f"Bearer {token}"}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(f"{self.base}/openapi.json", timeout=1)
+                return
+            except httpx.TransportError:
+                assert self.proc.poll() is None, "streamwire serve exited"
+                assert time.monotonic() < deadline, "streamwire serve did not start"
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL: no drain, no cleanup, as a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()

@@ -11,6 +11,7 @@
     POST /streams/{id}/cleanup      {"step": S}                    -> the rewound marker
     POST /streams/{id}/reset        start a new run
     POST /streams/{id}/reactivate   make a finished stream active again
+    POST /streams/{id}/keepalive    renew the writer's lease without writing (a quiet writer)
     GET  /streams?limit=&after=     a page of streams in id order  -> {"streams": [info], "next"}
     GET  /metrics                   Prometheus text format (connections, readers, replays, latency)
     GET  /openapi.json              the OpenAPI document of the above

@@ -181,6 +181,7 @@ class StreamApp(Starlette):
             Route("/streams/{stream_id}/reset", w(api.reset, "write"), methods=["POST"]),
             Route("/streams/{stream_id}/reactivate", w(api.reactivate, "write"),
                   methods=["POST"]),
+            Route("/streams/{stream_id}/keepalive", w(api.keepalive, "write"), methods=["POST"]),
             Route("/openapi.json", json_routes.openapi, methods=["GET"]),
             Route("/docs", json_routes.docs, methods=["GET"]),
             Route("/metrics", json_routes.metrics, methods=["GET"]),

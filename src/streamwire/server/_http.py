@@ -353,6 +353,10 @@ class WriteAPI:
         await self.log.reset_stream(stream_id)
         return json_response(info_json(await self.log.info(stream_id)))
 
+    async def keepalive(self, request: Request, stream_id: str) -> Response:
+        await self.log.keepalive(stream_id)
+        return json_response(info_json(await self.log.info(stream_id)))
+
     async def reactivate(self, request: Request, stream_id: str) -> Response:
         await self.log.reactivate_stream(stream_id)
         return json_response(info_json(await self.log.info(stream_id)))

@@ -127,6 +127,9 @@ def openapi_document() -> dict[str, Any]:
                 "Start a new run: drop the chunks and the marker, status active.", None, info_ok),
             "/streams/{stream_id}/reactivate": _write(
                 "Make a finished stream active again.", None, info_ok),
+            "/streams/{stream_id}/keepalive": _write(
+                "Renew the writer's lease without writing (a quiet writer calls it more often "
+                "than the server's writer timeout).", None, info_ok),
             "/streams": {"get": {
                 "summary": "List streams in id order, a page at a time (authorized as a read).",
                 "parameters": [
