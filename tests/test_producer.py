@@ -1,7 +1,7 @@
 """The idempotent producer client over real sockets: the real stream server (uvicorn on 127.0.0.1,
-``create_app`` over a MemoryLog, or over a private Redis that is frozen mid-write), a chaos proxy
-that cuts answers after the server stored the write, and the scripted server for exact answers.
-Every stream is read back with the resumable reader."""
+``create_app`` over a MemoryLog, with a short writer lease, or over a private Redis that is frozen
+mid-write), a chaos proxy that cuts answers after the server stored the write, and the scripted
+server for exact answers. Every stream is read back with the resumable reader."""
 
 from __future__ import annotations
 
@@ -228,7 +228,7 @@ async def test_retries_give_up_and_the_producer_stays_stopped(
 
 
 async def test_an_idle_producer_sends_keepalives_and_a_busy_one_does_not() -> None:
-    # POST /streams/{id}/keepalive is not served on main yet: the scripted server answers it.
+    # The scripted server counts the keepalives exactly (the real server's lease test is below).
     with Scripted([Reply(b'{"sequences": [1]}', content_type="application/json")]) as srv:
         base = f"http://127.0.0.1:{srv.port}"
 
@@ -271,3 +271,22 @@ async def test_keepalives_stop_on_a_server_without_the_route(
         assert len(said) == 1, said
     else:
         assert said == []  # the server serves it: nothing to say
+
+
+async def test_keepalives_hold_an_idle_producers_lease_on_the_real_server() -> None:
+    with serving(lambda: MemoryLog(writer_timeout=0.8)) as running:
+        url = running.base
+        for sid in ("kept", "lapsed"):
+            await create(url, sid)
+        async with httpx.AsyncClient() as client:
+            kept = AsyncProducer(client, url, "kept", retry=FAST, keepalive_interval=0.25)
+            lapsed = AsyncProducer(client, url, "lapsed", retry=FAST, keepalive_interval=None)
+            async with kept, lapsed:
+                assert await kept.append_chunk(0, "a") == 1
+                assert await lapsed.append_chunk(0, "a") == 1
+                await anyio.sleep(2.5)  # a long tool call: three writer timeouts of silence
+                assert await kept.append_chunk(0, "b") == 2
+            info = {sid: (await client.get(f"{url}/streams/{sid}/info")).json()
+                    for sid in ("kept", "lapsed")}
+        assert info["kept"]["status"] == "active"
+        assert info["lapsed"]["status"] == "failed"  # its lease lapsed: WRITER_GONE
