@@ -14,8 +14,8 @@ import anyio
 import httpx
 import pytest
 
+from helpers.processes import Proc, frames_until_close, free_port
 from streamwire.frames import CaughtUpFrame, ChunkFrame, FailFrame
-from test_cli import Proc, frames_until_close, free_port
 
 pytestmark = pytest.mark.anyio
 

@@ -248,8 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _plain(text: str | None) -> str:
-    """Help text without the source markup of docstrings."""
+def plain_help(text: str | None) -> str:
+    """Help text without the source markup of docstrings (every subcommand's ``--help``)."""
     return (text or "").replace("``", "")
 
 
@@ -265,7 +265,7 @@ def _main(argv: list[str]) -> int:
                         version=f"streamwire {_load('streamwire', '__version__')}")
     sub = parser.add_subparsers(dest="command", metavar="{serve,demo,tail,run}")
     _serve_options(sub.add_parser(
-        "serve", help="serve stream logs over HTTP (wire v2)", description=_plain(__doc__),
+        "serve", help="serve stream logs over HTTP (wire v2)", description=plain_help(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter))
     sub.add_parser("demo", help="stream a simulated reply, cut it midway and resume it", add_help=False)
     sub.add_parser("tail", help="print the events of an SSE or wire v2 stream", add_help=False)

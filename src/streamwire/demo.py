@@ -13,12 +13,13 @@ the run's outcome and its ``/status``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import secrets
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from typing import Any, TextIO
 
 import anyio
@@ -124,14 +125,23 @@ async def reply(run: RunContext[Chat]) -> Completed:
                      usage={"inputTokens": 42, "outputTokens": len(words)})
 
 
+class _QuietServer(uvicorn.Server):
+    """The embedded server leaves Ctrl-C to the demo: it stops the whole demo (exit 130, as
+    everywhere in the CLI), not only the server while the client goes on retrying it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None]:
+        yield
+
+
 async def _run(args: argparse.Namespace, out: _Printer) -> int:
     words = [w + " " for w in REPLY.split(" ")]
     words[-1] = words[-1].rstrip()
     log = MemoryLog()
     token = secrets.token_urlsafe(16)  # the demo's own dispatcher is the only writer
     app = create_app(log, token=token, agents=[reply])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0,
-                                           log_level="warning", lifespan="on"))
+    server = _QuietServer(uvicorn.Config(app, host="127.0.0.1", port=0,
+                                         log_level="warning", lifespan="on"))
     # Bound and listening before uvicorn starts: the port is known at once and a connection
     # made while uvicorn starts up waits in the backlog.
     sock = socket.create_server(("127.0.0.1", 0))

@@ -20,6 +20,7 @@ from typing import Any, TextIO
 import httpx
 
 from .chat import Chat
+from .cli import plain_help
 from .client import Dispatcher, Run
 from .contract import Message, is_event
 from .errors import StreamwireError
@@ -54,7 +55,7 @@ def _follow(run: Run[Message[Chat, Any] | None], out: TextIO, err: TextIO) -> in
 
 def main(argv: list[str]) -> int:
     """Run the command; the exit status."""
-    parser = argparse.ArgumentParser(prog="streamwire run", description=__doc__,
+    parser = argparse.ArgumentParser(prog="streamwire run", description=plain_help(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
     parser.add_argument("agent", nargs="?", help="the agent to start")

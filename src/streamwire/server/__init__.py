@@ -52,14 +52,9 @@ thread or off asyncio nothing can be chained: run it with ``uvicorn_server(app, 
 from __future__ import annotations
 
 from .._public import publish
-from ._app import (
-    Access,
-    Authorize,
-    ServerStatistics,
-    StreamApp,
-    bearer_token,
-    create_app,
-)
+from ._app import ServerStatistics, StreamApp
+from ._auth import Access, Authorize, bearer_token
+from ._create import create_app
 from ._defaults import (
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MAX_BATCH_CHUNKS,

@@ -1,5 +1,5 @@
-"""``StreamApp`` and ``create_app``: the routes, caps, authorization and drain of the stream server
-(the module docstring of ``streamwire.server`` describes the HTTP API)."""
+"""``StreamApp``: the routes, caps, authorization and drain of the stream server (the module
+docstring of ``streamwire.server`` describes the HTTP API; ``create_app`` builds one)."""
 
 from __future__ import annotations
 
@@ -24,18 +24,8 @@ from starlette.routing import Route
 from ..errors import UsageError
 from ..log import StreamLog
 from ..runs import Agent, Runs
-from ._auth import Access, Authorize, bearer_token, write_protection
+from ._auth import Access, Authorize, write_protection
 from ._chat import chat_openapi_paths, chat_routes
-from ._defaults import (
-    DEFAULT_HEARTBEAT_INTERVAL,
-    DEFAULT_MAX_BATCH_CHUNKS,
-    DEFAULT_MAX_BODY_SIZE,
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_CONNECTIONS_PER_STREAM,
-    DEFAULT_MAX_STREAM_ID_LENGTH,
-    DEFAULT_SEND_TIMEOUT,
-    DEFAULT_SHUTDOWN_GRACE_PERIOD,
-)
 from ._http import (
     Refusal,
     WriteAPI,
@@ -48,7 +38,6 @@ from ._http import (
 from ._metrics import ServerMetrics, exposition
 from ._openapi import include_openapi, openapi_document, routing_error
 from ._routes import JSONRoutes
-from ._running import DrainingServer, uvicorn_server
 from ._runs import runs_openapi_paths, runs_routes
 from ._signals import chain_exit_signals
 from ._sse import (
@@ -60,24 +49,7 @@ from ._sse import (
     serve_frames,
 )
 
-__all__ = [  # the defaults are re-exported: _direct and older imports take them from here
-    "DEFAULT_HEARTBEAT_INTERVAL",
-    "DEFAULT_MAX_BATCH_CHUNKS",
-    "DEFAULT_MAX_BODY_SIZE",
-    "DEFAULT_MAX_CONNECTIONS",
-    "DEFAULT_MAX_CONNECTIONS_PER_STREAM",
-    "DEFAULT_MAX_STREAM_ID_LENGTH",
-    "DEFAULT_SEND_TIMEOUT",
-    "DEFAULT_SHUTDOWN_GRACE_PERIOD",
-    "Access",
-    "Authorize",
-    "DrainingServer",
-    "ServerStatistics",
-    "StreamApp",
-    "bearer_token",
-    "create_app",
-    "uvicorn_server",
-]
+__all__ = ["ServerStatistics", "StreamApp"]
 
 logger = logging.getLogger("streamwire.server")
 
@@ -435,66 +407,3 @@ class StreamApp(Starlette):
             result = self._authorize(request, stream_id, access)
             if inspect.isawaitable(result):
                 await result
-
-
-def create_app(
-    log: StreamLog,
-    *,
-    authorize: Authorize | None = None,
-    token: str | None = None,
-    allow_anonymous_writes: bool = False,
-    heartbeat_interval: float | None = DEFAULT_HEARTBEAT_INTERVAL,
-    max_connections: int = DEFAULT_MAX_CONNECTIONS,
-    max_connections_per_stream: int = DEFAULT_MAX_CONNECTIONS_PER_STREAM,
-    send_timeout: float = DEFAULT_SEND_TIMEOUT,
-    cors_origins: Sequence[str] = (),
-    expose_errors: bool = False,
-    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
-    max_batch_chunks: int = DEFAULT_MAX_BATCH_CHUNKS,
-    max_stream_id_length: int = DEFAULT_MAX_STREAM_ID_LENGTH,
-    shutdown_grace_period: float = DEFAULT_SHUTDOWN_GRACE_PERIOD,
-    retry_after: int = 1,
-    retry: int | None = None,
-    drain_on_signal: bool = True,
-    agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
-    chat_agent: str | None = None,
-) -> StreamApp:
-    """Serve ``log`` over HTTP as wire v2 (routes and rules: this module's docstring).
-
-    Writes are never open by omission: pass exactly one of ``authorize``, ``token`` or
-    ``allow_anonymous_writes=True``, else ``UsageError``.
-
-    Args:
-        authorize: the authorization hook (``access`` "read" or "write"); it decides every request.
-        token: writes need ``Authorization: Bearer <token>`` (``bearer_token(token)``); reads
-            stay open (``authorize=bearer_token(token, protect_reads=True)`` protects them too).
-        allow_anonymous_writes: anyone who reaches the server may write (development, or a
-            server behind its own gateway).
-        heartbeat_interval: seconds between heartbeat comments on a quiet SSE stream (None: off).
-        max_connections, max_connections_per_stream: SSE connection caps (503 / 429 past them).
-        send_timeout: seconds one write may stay blocked before the consumer is evicted.
-        cors_origins: origins allowed to read and write from a browser (``"*"`` for any).
-        expose_errors: put the text of unexpected exceptions in error answers (development only).
-        max_body_size, max_batch_chunks, max_stream_id_length: request limits (413 / 400).
-        shutdown_grace_period: seconds ``drain()`` waits for connections to close.
-        retry_after: the ``Retry-After`` seconds sent with 429 and 503.
-        retry: an SSE ``retry:`` (milliseconds) sent first on every stream, for browser readers.
-        drain_on_signal: make SIGINT / SIGTERM drain the open streams before the server's own
-            graceful shutdown, which would otherwise wait for them (uvicorn, granian); chained
-            on lifespan startup, or when the first SSE connection opens (mounted, no lifespan).
-            Off: call ``drain()`` yourself.
-        agents: serve the runs API (``streamwire.server._runs``) for these agents (by name, or
-            callables under their ``__name__``), or a configured ``streamwire.runs.Runs`` over
-            the same log; their records go to the log's backend.
-        chat_agent: serve ``useChat``'s ``/api/chat`` routes (``streamwire.server._chat``) with
-            this agent of ``agents``: each reply is a run of it, read as a UI message stream.
-    """
-    return StreamApp(
-        log, authorize=authorize, token=token, allow_anonymous_writes=allow_anonymous_writes,
-        heartbeat_interval=heartbeat_interval,
-        max_connections=max_connections, max_connections_per_stream=max_connections_per_stream,
-        send_timeout=send_timeout, cors_origins=cors_origins, expose_errors=expose_errors,
-        max_body_size=max_body_size, max_batch_chunks=max_batch_chunks,
-        max_stream_id_length=max_stream_id_length, shutdown_grace_period=shutdown_grace_period,
-        retry_after=retry_after, retry=retry, drain_on_signal=drain_on_signal, agents=agents,
-        chat_agent=chat_agent)

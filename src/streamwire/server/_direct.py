@@ -39,7 +39,7 @@ from ..transport import (
     ProducerFailure,
     SSEWritable,
 )
-from ._app import DEFAULT_HEARTBEAT_INTERVAL
+from ._defaults import DEFAULT_HEARTBEAT_INTERVAL
 
 logger = logging.getLogger("streamwire.server")
 
