@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +38,26 @@ def test_demo_resumes_the_reply_and_counts_the_replay() -> None:
     text = "".join(line for line in out.splitlines() if not line.startswith("  ["))
     assert text.startswith(REPLY), out
     assert elapsed < 20
+
+
+def test_ctrl_c_stops_the_whole_demo_quietly_with_130() -> None:
+    # a real SIGINT once the reply is streaming: the demo (not only its embedded server) stops,
+    # its server shuts down the ordinary way, and nothing but its own note is printed
+    proc = subprocess.Popen([sys.executable, "-m", "streamwire.cli", "demo", "--delay", "0.2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    try:
+        assert "POST /runs started run" in "".join(proc.stdout.readline() for _ in range(2))
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert "[interrupted]" in out
+    assert err == ""
 
 
 def test_demo_reports_bad_arguments() -> None:

@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import json
 import secrets
+import signal
 import socket
 import sys
 import time
@@ -156,30 +157,52 @@ async def _run(args: argparse.Namespace, out: _Printer) -> int:
     failure: StreamwireError | None = None
     run: AsyncRun[Message[Chat, Any] | None] | None = None
     status: dict[str, Any] = {}
+    interrupted = False
+
+    async def follow() -> None:
+        nonlocal run, status
+        async with client:
+            run = await dispatcher.start("reply", {"delay": args.delay})
+            out.note(f"POST /runs started run {run.run_id}; reading /runs/{run.run_id}/sse")
+            connections = 1
+            async for msg in run:
+                if run.connections != connections:
+                    connections = run.connections
+                    out.note(f"re-attached with Last-Event-ID: {received[-1][0]}")
+                text = _text(msg)
+                received.append((run.cursor, text))
+                out.text(text)
+                if len(received) == args.cut_after:
+                    out.note(f"cutting our own connection after {len(received)} chunks; "
+                             f"network down for {args.outage}s while the agent keeps writing")
+                    transport.cut(args.outage)
+            status = await dispatcher.status(run.run_id)
+
+    async def stop_on_ctrl_c(scope: anyio.CancelScope) -> None:
+        # Ctrl-C ends the demo, not only its server: stop following, then shut the server down
+        # the ordinary way (its lifespan included), and exit 130 like the rest of the CLI.
+        nonlocal interrupted
+        with anyio.open_signal_receiver(signal.SIGINT) as signals:
+            async for _ in signals:
+                interrupted = True
+                scope.cancel()
+                return
+
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
         out.note(f"embedded server on 127.0.0.1:{port} serving the agent 'reply'")
         try:
-            async with client:
-                run = await dispatcher.start("reply", {"delay": args.delay})
-                out.note(f"POST /runs started run {run.run_id}; reading /runs/{run.run_id}/sse")
-                connections = 1
-                async for msg in run:
-                    if run.connections != connections:
-                        connections = run.connections
-                        out.note(f"re-attached with Last-Event-ID: {received[-1][0]}")
-                    text = _text(msg)
-                    received.append((run.cursor, text))
-                    out.text(text)
-                    if len(received) == args.cut_after:
-                        out.note(f"cutting our own connection after {len(received)} chunks; "
-                                 f"network down for {args.outage}s while the agent keeps writing")
-                        transport.cut(args.outage)
-                status = await dispatcher.status(run.run_id)
+            async with anyio.create_task_group() as demo:
+                demo.start_soon(stop_on_ctrl_c, demo.cancel_scope)
+                await follow()
+                demo.cancel_scope.cancel()
         except StreamwireError as exc:
             failure = exc
         finally:
             server.should_exit = True
+    if interrupted:
+        out.note("interrupted")
+        return 130
     if failure is not None or run is None:
         out.note(f"FAILED: {type(failure).__name__}: {failure}")
         return 1
