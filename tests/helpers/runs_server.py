@@ -23,10 +23,11 @@ import httpx
 import pytest
 
 from conftest import require
+from helpers.server import serving as serving_app
 from streamwire.log import StreamLog
 from streamwire.log.memory import MemoryLog
 from streamwire.runs import Runs
-from streamwire.server import StreamApp, create_app, uvicorn_server
+from streamwire.server import StreamApp, create_app
 
 LogFactory = Callable[[], StreamLog]
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -89,39 +90,14 @@ def serving(factory: LogFactory, agents: list[Any], *, app_options: dict[str, An
             **runs_options: Any) -> Iterator[Served]:
     """uvicorn on 127.0.0.1:<free port> in a thread serving the runs API for ``agents``
     (writes open unless ``app_options`` names an ``authorize`` hook)."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    made: dict[str, Any] = {}
-    ready = threading.Event()
+    made: dict[str, Runs] = {}
 
-    async def main() -> None:
-        log = factory()
-        runs = Runs(log, agents, **runs_options)
-        options = app_options or {"allow_anonymous_writes": True}
-        app = create_app(log, agents=runs, **options)
-        server = uvicorn_server(app, log_level="warning")
-        made.update(app=app, server=server, runs=runs)
-        ready.set()
-        try:
-            await server.serve(sockets=[sock])
-        finally:
-            await log.aclose()
+    def make_app(log: StreamLog) -> StreamApp:
+        made["runs"] = runs = Runs(log, agents, **runs_options)
+        return create_app(log, agents=runs, **(app_options or {"allow_anonymous_writes": True}))
 
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-    thread.start()
-    assert ready.wait(10)
-    deadline = time.monotonic() + 10
-    while not made["server"].started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield Served(f"http://127.0.0.1:{port}", made["app"], made["runs"])
-    finally:
-        made["server"].handle_exit(signal.SIGTERM, None)
-        thread.join(15)
-        assert not thread.is_alive(), "the server did not exit"
-        sock.close()
+    with serving_app(factory, make_app=make_app) as running:
+        yield Served(running.base, running.app, made["runs"])
 
 
 def free_port() -> int:

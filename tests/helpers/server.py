@@ -77,13 +77,15 @@ class Running:
 
     def stop(self) -> None:
         self.server.handle_exit(signal.SIGTERM, None)
-        self.thread.join(10)
+        self.thread.join(15)
         assert not self.thread.is_alive(), "the server did not exit"
 
 
 @contextlib.contextmanager
-def serving(log_factory: LogFactory, **app_options: Any) -> Iterator[Running]:
-    """uvicorn on 127.0.0.1:<free port> in a thread, serving ``create_app(log_factory(), ...)``."""
+def serving(log_factory: LogFactory, *, make_app: Callable[[StreamLog], StreamApp] | None = None,
+            **app_options: Any) -> Iterator[Running]:
+    """uvicorn on 127.0.0.1:<free port> in a thread, serving ``create_app(log_factory(), ...)``
+    (or ``make_app(log)``, for an app that needs the log to build more than the routes)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -94,7 +96,7 @@ def serving(log_factory: LogFactory, **app_options: Any) -> Iterator[Running]:
         log = log_factory()
         if "authorize" not in app_options and "token" not in app_options:
             app_options.setdefault("allow_anonymous_writes", True)
-        app = create_app(log, **app_options)
+        app = create_app(log, **app_options) if make_app is None else make_app(log)
         server = uvicorn_server(app, log_level="warning")
         made.update(app=app, server=server)
         ready.set()
