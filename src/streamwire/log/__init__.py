@@ -25,6 +25,8 @@ in ``streamwire.log._reader``, and every backend applies them):
   recoverable ``fail`` (``WRITER_GONE``); a server restart within that time is invisible;
 * a writer that passes ``producer=Producer(id, epoch, seq)`` is idempotent: a retried request is
   stored once and answered with its original result (``Producer``);
+* ``list_streams(after=, limit=)`` pages through the streams in id order (codepoint order, which
+  is UTF-8 byte order: the same on every backend); deleted and expired streams are never listed;
 * every limit is a keyword of the backend (``max_chunks_per_stream``, ``max_bytes_per_stream``,
   ``max_chunk_size``, ``finished_ttl`` with 0 = keep finished streams forever); defaults and the
   shared checks are in ``streamwire.log._common``.
@@ -33,13 +35,19 @@ in ``streamwire.log._reader``, and every backend applies them):
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Literal, Protocol, TypeAlias, final, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeAlias, final, runtime_checkable
 
 import msgspec
 
 from ..frames import EndStatus, RewoundFrame, StreamFrame
 
-__all__ = ["Producer", "StreamInfo", "StreamLog", "StreamStatus"]
+__all__ = ["DEFAULT_LIST_LIMIT", "MAX_LIST_LIMIT", "Producer", "StreamInfo", "StreamLog",
+           "StreamStatus"]
+
+#: Streams ``list_streams`` returns unless ``limit=`` says otherwise, and the most one call may ask
+#: for (a page of 1,000 infos is a few hundred KB; page on with ``after=`` for more).
+DEFAULT_LIST_LIMIT: Final = 100
+MAX_LIST_LIMIT: Final = 1000
 
 #: A stream's status: ``active`` while its writer runs, then one of the four final statuses.
 StreamStatus: TypeAlias = Literal["active", "completed", "paused", "interrupted", "failed"]
@@ -185,6 +193,14 @@ class StreamLog(Protocol):
 
     async def delete_stream(self, stream_id: str) -> None:
         """Forget the stream; attached readers get a recoverable ``FailFrame``."""
+        ...
+
+    async def list_streams(self, *, after: str = "",
+                           limit: int = DEFAULT_LIST_LIMIT) -> list[StreamInfo]:
+        """The infos of at most ``limit`` streams whose id is greater than ``after``, in id order
+        (codepoint order, the same as UTF-8 byte order); pass the last id as ``after`` for the
+        next page. Deleted and expired streams are never listed. ``UsageError`` when ``after``
+        is not a str or ``limit`` is not an int in ``1..MAX_LIST_LIMIT``."""
         ...
 
     def read(self, stream_id: str, cursor: int = 0) -> AsyncIterator[StreamFrame]:

@@ -13,7 +13,7 @@ import msgspec
 
 from ..errors import LogLimitError, PayloadError, StreamStateError, UsageError
 from ..frames import EndFrame, FailFrame, RewoundFrame, TerminalFrame, TruncatedFrame
-from . import StreamStatus
+from . import MAX_LIST_LIMIT, StreamStatus
 
 __all__ = [
     "DEFAULT_FINISHED_TTL",
@@ -28,6 +28,7 @@ __all__ = [
     "check_cursor",
     "check_end_status",
     "check_limits",
+    "check_list",
     "check_seconds",
     "check_step",
     "closed_frame",
@@ -95,6 +96,17 @@ def check_limits(
 WRITER_GONE: Final[dict[str, Any]] = {
     "error": "the stream's writer is gone: no append or keepalive within writer_timeout",
     "recoverable": True, "error_detail": {"code": "WRITER_GONE"}}
+
+
+def check_list(after: object, limit: object) -> None:
+    """``list_streams``' arguments: ``after`` a str ('' for the first page), ``limit`` an int in
+    ``1..MAX_LIST_LIMIT`` (bool refused)."""
+    if type(after) is not str:
+        raise UsageError(f"after must be a str (the last stream id of the previous page, '' for "
+                         f"the first), not {after!r}")
+    if type(limit) is not int or not 1 <= limit <= MAX_LIST_LIMIT:
+        raise UsageError(f"limit must be an int from 1 to {MAX_LIST_LIMIT}, not {limit!r}: ask "
+                         "for more pages with after= instead")
 
 
 def check_seconds(name: str, value: object) -> None:

@@ -219,7 +219,17 @@ class Statements:
     # -- the calls ----------------------------------------------------------------------------
 
     def info(self, conn: sqlite3.Connection, stream_id: str, write: bool = False) -> StreamInfo:
-        row = self.row(conn, stream_id, write=write)
+        return self._info(conn, self.row(conn, stream_id, write=write))
+
+    def list_streams(self, conn: sqlite3.Connection, after: str, limit: int) -> list[StreamInfo]:
+        """Up to ``limit`` unexpired streams with an id above ``after``, in id order (the
+        UNIQUE index on ``id`` serves the range and the order)."""
+        found = conn.execute(
+            f"SELECT {COLUMNS} FROM streams WHERE id > ? AND (expires_at IS NULL OR "
+            "expires_at > ?) ORDER BY id LIMIT ?", (after, time.time(), limit)).fetchall()
+        return [self._info(conn, self._settle(conn, Row(*row), False)) for row in found]
+
+    def _info(self, conn: sqlite3.Connection, row: Row) -> StreamInfo:
         oldest: int | None = conn.execute("SELECT MIN(seq) FROM chunks WHERE skey = ?",
                                           (row.key,)).fetchone()[0]
         floor = row.head if oldest is None else oldest - 1

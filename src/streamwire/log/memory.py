@@ -16,6 +16,7 @@ delivers them exactly where they happened, and only to readers attached before t
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import time
 import uuid
@@ -27,7 +28,7 @@ import msgspec
 
 from ..errors import LogError, StreamNotFoundError, StreamStateError, UsageError
 from ..frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
-from . import Producer, StreamInfo, StreamStatus
+from . import DEFAULT_LIST_LIMIT, Producer, StreamInfo, StreamStatus
 from ._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
@@ -37,6 +38,7 @@ from ._common import (
     WRITER_GONE,
     check_end_status,
     check_limits,
+    check_list,
     check_seconds,
     check_step,
     coerce_chunk,
@@ -181,6 +183,17 @@ class MemoryLog:
     async def info(self, stream_id: str) -> StreamInfo:
         """Head, status, marker, floor and the persisted end or fail payload."""
         return self._info(self._get(stream_id))
+
+    async def list_streams(self, *, after: str = "",
+                           limit: int = DEFAULT_LIST_LIMIT) -> list[StreamInfo]:
+        """The infos of at most ``limit`` streams with an id greater than ``after``, in id order
+        (expired ones are forgotten first, so never listed)."""
+        check_list(after, limit)
+        if self._closed:
+            raise LogError("the stream log is closed")
+        self._sweep()
+        ids = heapq.nsmallest(limit, [sid for sid in self._streams if sid > after])
+        return [self._info(self._get(sid)) for sid in ids]
 
     async def append(self, stream_id: str, step: int, chunk: bytes, *,
                      producer: Producer | None = None) -> int:

@@ -46,7 +46,7 @@ import anyio
 
 from ..errors import LogError, UsageError
 from ..frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
-from . import Producer, StreamInfo
+from . import DEFAULT_LIST_LIMIT, Producer, StreamInfo
 from ._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
@@ -55,6 +55,7 @@ from ._common import (
     DEFAULT_WRITER_TIMEOUT,
     check_end_status,
     check_limits,
+    check_list,
     check_seconds,
     check_step,
     closed_frame,
@@ -198,6 +199,13 @@ class SQLiteLog:
     async def info(self, stream_id: str) -> StreamInfo:
         """Head, status, marker, floor and the persisted end or fail payload."""
         return await self._call(self._sql.info, stream_id, write=False)
+
+    async def list_streams(self, *, after: str = "",
+                           limit: int = DEFAULT_LIST_LIMIT) -> list[StreamInfo]:
+        """The infos of at most ``limit`` streams with an id greater than ``after``, in id order
+        (SQLite's BINARY collation of UTF-8 text: codepoint order); expired ones are skipped."""
+        check_list(after, limit)
+        return await self._call(self._sql.list_streams, after, limit, write=False)
 
     async def append(self, stream_id: str, step: int, chunk: bytes, *,
                      producer: Producer | None = None) -> int:
