@@ -257,6 +257,49 @@ async def test_finished_streams_get_a_ttl_and_reactivate_keeps_them(
         await log.aclose()
 
 
+async def test_the_stream_index_is_a_sorted_set_the_scripts_keep(
+        log: RedisLog, raw: aioredis.Redis, prefix: str) -> None:
+    ids = f"{prefix}:s:ids"
+    for sid in ("b", "a", "c"):
+        await log.create_stream(sid)
+    assert await raw.zrange(ids, 0, -1, withscores=True) == [(b"a", 0.0), (b"b", 0.0),
+                                                              (b"c", 0.0)]
+    await log.delete_stream("b")
+    assert await raw.zrange(ids, 0, -1) == [b"a", b"c"]
+    # Redis dropped a stream's keys by itself (an eviction): a listing skips it and unlists it
+    await raw.delete(f"{prefix}:s:{{c}}:meta", f"{prefix}:s:{{c}}:chunks")
+    assert [info.stream_id for info in await log.list_streams()] == ["a"]
+    assert await raw.zrange(ids, 0, -1) == [b"a"]
+
+
+async def test_expired_ids_leave_the_index_without_a_listing(
+        prefix: str, raw: aioredis.Redis) -> None:
+    require(_answers(6379), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
+    log = RedisLog(SHARED, prefix=prefix, finished_ttl=0.2, writer_timeout=0.5)
+    ids, expiring = f"{prefix}:s:ids", f"{prefix}:s:exp"
+    try:
+        for n in range(4):
+            await log.create_stream(f"done{n}")
+            await log.end_stream(f"done{n}")
+        await log.create_stream("quiet")  # its writer's lease lapses: failed, so it expires too
+        await log.create_stream("again")
+        await log.end_stream("again")
+        await log.reactivate_stream("again")  # active again: it no longer expires
+        assert await raw.zcard(ids) == 6
+        assert await raw.zcard(expiring) == 4
+        await anyio.sleep(0.7)
+        with pytest.raises(StreamStateError):
+            await log.keepalive("quiet")  # noticed now: failed, expires 0.2 s from now
+        assert await raw.zscore(expiring, "quiet") is not None
+        await anyio.sleep(0.4)
+        await log.create_stream("new")  # each creation drops a few expired ids
+        assert await raw.zrange(ids, 0, -1) == [b"again", b"new"]
+        assert await raw.zcard(expiring) == 0
+    finally:
+        await log.purge()
+        await log.aclose()
+
+
 async def test_scripts_are_reloaded_after_a_script_flush(own_redis: OwnRedis) -> None:
     log = RedisLog(own_redis.url)
     try:

@@ -14,6 +14,9 @@ from redis import exceptions as redis_errors
 from ..errors import LogError, StreamNotFoundError, StreamStateError
 from ._producers import MAX_PRODUCER_BATCHES, epoch_error, sequence_error
 from ._redis_commands import REDIS_DOWN, Commands, NotSent
+from ._redis_lua import INDEX as _INDEX
+from ._redis_lua import LEASE as _LEASE
+from ._redis_lua import PRODUCER as _PRODUCER
 
 __all__ = [
     "MAX_MARKERS",
@@ -22,6 +25,7 @@ __all__ = [
     "SCRIPTS",
     "LeaseLapsedError",
     "LiveKind",
+    "list_ids",
     "map_reply",
     "run_script",
 ]
@@ -66,78 +70,11 @@ def _lua(source: str) -> str:
     return source.replace("@MAX_MARKERS@", str(MAX_MARKERS))
 
 # --------------------------------------------------------------------------------------------
-# Lua. Every script starts with the meta hash (KEYS[1]) and the chunk stream (KEYS[2]); errors
-# are "SW<kind> <detail>" replies that map_reply() turns into typed errors. Lua prints integral
-# doubles below 1e14 as integers, far above any sequence.
+# Lua. Every stream's script gets the meta hash (KEYS[1]), the chunk stream (KEYS[2]), the
+# stream index and its expiry set (KEYS[3], KEYS[4]), the channel as ARGV[1] and the stream id as
+# the last argument; errors are "SW<kind> <detail>" replies that map_reply() turns into typed
+# errors. Lua prints integral doubles below 1e14 as integers, far above any sequence.
 
-
-# The idempotent-producer rule of ``streamwire.log._producers`` (admit, record) in Lua, prepended
-# to the scripts that write. ARGV[p], ARGV[p + 1], ARGV[p + 2]: producer id ('' for none), epoch
-# and seq as decimal text. The state is the meta hash field p:<id> in the text form of
-# ProducerState ("<epoch> <last seq> <seq>:<first>:<count> ..."). Numbers are printed with %d:
-# Lua's own printing loses digits above 1e14.
-_PRODUCER: Final = """
-local function producer_admit(m, p)
-  local pid = ARGV[p]
-  if pid == '' then return 'none' end
-  local epoch, seq = tonumber(ARGV[p + 1]), tonumber(ARGV[p + 2])
-  local raw = redis.call('HGET', m, 'p:' .. pid)
-  if raw then
-    local t = {}
-    for tok in string.gmatch(raw, '%S+') do t[#t + 1] = tok end
-    local cur, last = tonumber(t[1]), tonumber(t[2])
-    if epoch < cur then return nil, 'SWPEPOCH ' .. t[1] .. ' ' .. ARGV[p + 1] end
-    if epoch == cur then
-      local expected = string.format('%d', last + 1)
-      if seq == last + 1 then return 'new', raw end
-      if seq > last then return nil, 'SWPSEQ ' .. expected .. ' ' .. ARGV[p + 2] .. ' gap' end
-      for i = 3, #t do
-        local s, f, c = string.match(t[i], '^(%d+):(%d+):(%d+)$')
-        if tonumber(s) == seq then return 'dup', tonumber(f), tonumber(c) end
-      end
-      return nil, 'SWPSEQ ' .. expected .. ' ' .. ARGV[p + 2] .. ' old'
-    end
-  end
-  if seq ~= 0 then return nil, 'SWPSEQ 0 ' .. ARGV[p + 2] .. ' epoch' end
-  return 'new', false
-end
-
-local function producer_record(m, p, raw, first, count)
-  local pid = ARGV[p]
-  if pid == '' then return end
-  local recent = {}
-  if raw then
-    local t = {}
-    for tok in string.gmatch(raw, '%S+') do t[#t + 1] = tok end
-    if tonumber(t[1]) == tonumber(ARGV[p + 1]) then
-      for i = math.max(3, #t - @MAX_PRODUCER_BATCHES@ + 2), #t do recent[#recent + 1] = t[i] end
-    end
-  end
-  recent[#recent + 1] = ARGV[p + 2] .. ':' .. string.format('%d', first) .. ':'
-    .. string.format('%d', count)
-  redis.call('HSET', m, 'p:' .. pid, ARGV[p + 1] .. ' ' .. ARGV[p + 2] .. ' '
-    .. table.concat(recent, ' '))
-end
-"""
-
-# The writer's lease (the rule of streamwire.log._common.WRITER_GONE): the meta field lease is the
-# Redis server's clock (ms) when it lapses; writes refuse a lapsed stream (SWLAPSED: the caller then
-# runs the lapse script, which fails it once) and renew it.
-_LEASE: Final = """
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
-local function lapsed(m)
-  local lease = tonumber(redis.call('HGET', m, 'lease') or '0')
-  return lease > 0 and now_ms() >= lease
-end
-
-local function renew(m, ms)
-  redis.call('HSET', m, 'lease', string.format('%d', now_ms() + tonumber(ms)))
-end
-"""
 
 # ARGV: channel, max chunks, max bytes, n, n x (step, chunk), producer (3), writer timeout ms.
 # Returns the first sequence, or {first, count} for a producer's repeated request.
@@ -201,12 +138,15 @@ producer_record(m, pa, pstate, first, n)
 return first
 """
 
-# ARGV: channel, epoch, writer timeout ms. Returns 1 when created, 0 when it existed.
-_CREATE: Final = _LEASE + """
+# ARGV: channel, epoch, writer timeout ms. Returns 1 when created, 0 when it existed. Each
+# creation also drops a few expired ids from the index, so it stays bounded without a listing.
+_CREATE: Final = _LEASE + _INDEX + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'head', 0, 'status', 'active', 'run', 0,
   'bytes', 0, 'tfloor', 0, 'nrew', 0)
 renew(KEYS[1], ARGV[3])
+listed()
+prune(KEYS[3], KEYS[4], 16)
 return 1
 """
 
@@ -222,22 +162,19 @@ return 1
 
 # ARGV: channel, ttl ms, the WRITER_GONE fail frame's JSON. Fails an active stream whose lease
 # lapsed (and publishes it); returns 1 when it did, 0 when there was nothing to do.
-_LAPSE: Final = _LEASE + """
+_LAPSE: Final = _LEASE + _INDEX + """
 local m, xs = KEYS[1], KEYS[2]
 if redis.call('HGET', m, 'status') ~= 'active' or not lapsed(m) then return 0 end
 redis.call('HSET', m, 'status', 'failed', 'term', ARGV[3])
 local ttl = tonumber(ARGV[2])
-if ttl > 0 then
-  redis.call('PEXPIRE', m, ttl)
-  redis.call('PEXPIRE', xs, ttl)
-end
+if ttl > 0 then expire_in(ttl) end
 local ep, head = redis.call('HGET', m, 'epoch'), redis.call('HGET', m, 'head')
 redis.call('PUBLISH', ARGV[1], '@FAIL@' .. ep .. ' ' .. head .. '\\n' .. ARGV[3])
 return 1
 """
 
 # ARGV: channel, status, terminal JSON, ttl ms, kind letter (LiveKind.END or FAIL), producer (3).
-_FINISH: Final = _PRODUCER + _LEASE + """
+_FINISH: Final = _PRODUCER + _LEASE + _INDEX + """
 local m, xs = KEYS[1], KEYS[2]
 local st = redis.call('HGET', m, 'status')
 if not st then return redis.error_reply('SWNOTFOUND') end
@@ -248,10 +185,7 @@ if st ~= 'active' then return redis.error_reply('SWSTATE ' .. st) end
 if lapsed(m) then return redis.error_reply('SWLAPSED') end
 redis.call('HSET', m, 'status', ARGV[2], 'term', ARGV[3])
 local ttl = tonumber(ARGV[4])
-if ttl > 0 then
-  redis.call('PEXPIRE', m, ttl)
-  redis.call('PEXPIRE', xs, ttl)
-end
+if ttl > 0 then expire_in(ttl) end
 local ep, head = redis.call('HGET', m, 'epoch'), redis.call('HGET', m, 'head')
 redis.call('PUBLISH', ARGV[1], ARGV[5] .. ep .. ' ' .. head .. '\\n' .. ARGV[3])
 producer_record(m, 6, pstate, tonumber(head) + 1, 0)
@@ -312,7 +246,7 @@ return {rw, nrew, ep}
 """
 
 # ARGV: channel, mode ('reset' | 'reactivate'), writer timeout ms.
-_RESTART: Final = _LEASE + """
+_RESTART: Final = _LEASE + _INDEX + """
 local m, xs = KEYS[1], KEYS[2]
 local st = redis.call('HGET', m, 'status')
 if not st then return redis.error_reply('SWNOTFOUND') end
@@ -328,14 +262,16 @@ end
 redis.call('HDEL', m, 'marker', 'term')
 redis.call('PERSIST', m)
 renew(m, ARGV[3])
+listed()
 return 1
 """
 
 # ARGV: channel.
-_DELETE: Final = """
+_DELETE: Final = _LEASE + _INDEX + """
 local ep = redis.call('HGET', KEYS[1], 'epoch')
 if not ep then return redis.error_reply('SWNOTFOUND') end
 redis.call('DEL', KEYS[1], KEYS[2])
+unlisted()
 redis.call('PUBLISH', ARGV[1], '@DELETED@' .. ep .. ' 0\\n')
 return 1
 """
@@ -370,6 +306,23 @@ return {meta, low, out, idx, rw, now_ms()}
 """
 
 
+# ARGV: channel. Unlists a stream whose keys are gone (Redis evicted them); 1 when it did.
+_UNLIST: Final = _LEASE + _INDEX + """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+unlisted()
+return 1
+"""
+
+# KEYS: the stream index and its expiry set only. ARGV: after ('' for the first page), count.
+# Drops up to count expired ids, then returns up to count listed ids above after, in byte order.
+_LIST: Final = _LEASE + _INDEX + """
+prune(KEYS[1], KEYS[2], tonumber(ARGV[2]))
+local from = '-'
+if ARGV[1] ~= '' then from = '(' .. ARGV[1] end
+return redis.call('ZRANGEBYLEX', KEYS[1], from, '+', 'LIMIT', 0, tonumber(ARGV[2]))
+"""
+
+
 @final
 class _Script:
     """A Lua script with its SHA1, sent with ``EVALSHA`` and loaded on ``NOSCRIPT``."""
@@ -384,10 +337,10 @@ class _Script:
 SCRIPTS: Final = {name: _Script(_lua(src)) for name, src in (
     ("append", _APPEND), ("create", _CREATE), ("finish", _FINISH), ("cleanup", _CLEANUP),
     ("restart", _RESTART), ("delete", _DELETE), ("page", _PAGE_SCRIPT),
-    ("keepalive", _KEEPALIVE), ("lapse", _LAPSE))}
+    ("keepalive", _KEEPALIVE), ("lapse", _LAPSE), ("unlist", _UNLIST), ("list", _LIST))}
 
 #: Scripts that change nothing (or nothing twice): safe to retry after an unknown outcome.
-READ_ONLY: Final = frozenset({"page", "create", "keepalive", "lapse"})
+READ_ONLY: Final = frozenset({"page", "create", "keepalive", "lapse", "unlist"})
 
 
 class LeaseLapsedError(StreamStateError):
@@ -395,21 +348,44 @@ class LeaseLapsedError(StreamStateError):
     script), then raises this (a ``StreamStateError``)."""
 
 
-async def run_script(commands: Commands, name: str, keys: tuple[str, str, str],
-                     args: Sequence[Any], *, stream_id: str, what: str,
-                     producer_id: str = "") -> Any:
-    """Run script ``name`` with ``keys`` (meta, chunks, channel) by SHA1 (loading it on
-    ``NOSCRIPT``); its reply, or a typed error that says whether anything may have changed."""
+async def _evalsha(commands: Commands, name: str, keys: Sequence[str],
+                   args: Sequence[Any]) -> Any:
+    """Script ``name``'s reply, sent by SHA1 (and loaded on ``NOSCRIPT``)."""
     script = SCRIPTS[name]
+    try:
+        return await commands.call("EVALSHA", script.sha, len(keys), *keys, *args)
+    except redis_errors.NoScriptError:
+        # first use on this server (or after a restart / SCRIPT FLUSH): load, then retry
+        await commands.call("SCRIPT", "LOAD", script.source)
+        return await commands.call("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
+async def list_ids(commands: Commands, index: tuple[str, str], after: str,
+                   count: int) -> list[str]:
+    """Up to ``count`` listed stream ids above ``after`` in byte order (expired ids are dropped
+    from the index first; one that vanished otherwise may still be among them)."""
+    url = commands.url
+    try:
+        reply: list[bytes] = await _evalsha(commands, "list", index, (after, count))
+    except redis_errors.ResponseError as exc:
+        raise LogError(f"listing the streams: Redis refused it: {exc}") from exc
+    except (NotSent, *REDIS_DOWN) as exc:
+        raise LogError(f"listing the streams failed: Redis at {url} failed ({exc}); retry",
+                       retryable=True) from exc
+    return [member.decode() for member in reply]
+
+
+async def run_script(commands: Commands, name: str, keys: tuple[str, str, str],
+                     args: Sequence[Any], *, index: tuple[str, str], stream_id: str, what: str,
+                     producer_id: str = "") -> Any:
+    """Run script ``name`` with ``keys`` (meta, chunks, channel) and the stream ``index`` (the
+    index and its expiry set); its reply, or a typed error that says whether anything may have
+    changed."""
     meta, chunks, channel = keys
     url = commands.url
     try:
-        try:
-            reply = await commands.call("EVALSHA", script.sha, 2, meta, chunks, channel, *args)
-        except redis_errors.NoScriptError:
-            # first use on this server (or after a restart / SCRIPT FLUSH): load, then retry
-            await commands.call("SCRIPT", "LOAD", script.source)
-            reply = await commands.call("EVALSHA", script.sha, 2, meta, chunks, channel, *args)
+        reply = await _evalsha(commands, name, (meta, chunks, *index),
+                               (channel, *args, stream_id))
     except NotSent as exc:
         raise LogError(f"{what} on stream {stream_id!r} failed: cannot reach Redis at "
                        f"{url} ({exc}); nothing was changed", retryable=True) from exc

@@ -13,6 +13,9 @@ are the ones every backend shares, ``streamwire.log._reader``):
   ``rewound`` markers as fields ``rw:<number>``),
   ``{prefix}:s:{<id>}:chunks`` (Redis Stream, fields ``s`` step and ``c`` chunk) and the pub/sub
   channel ``{prefix}:s:{<id>}:live``. The ``{<id>}`` hash tag keeps a stream's keys in one slot.
+  ``{prefix}:s:ids`` (sorted set, score 0) indexes every stream's id for ``list_streams``
+  (``ZRANGEBYLEX``: id order), ``{prefix}:s:exp`` scores the finished ones by when they expire;
+  the create, finish, restart and delete scripts keep both in step with the stream, atomically.
 * **Live delivery without polling.** Per process, ONE pub/sub connection and one subscription per
   stream, whatever the number of local readers; a dispatcher task owned by the ``RedisLog`` parses
   each message once and hands the same frames to every local reader's bounded queue. A reader
@@ -76,7 +79,7 @@ from ..frames import (
     RewoundFrame,
     TerminalFrame,
 )
-from . import Producer, StreamInfo, StreamStatus
+from . import DEFAULT_LIST_LIMIT, Producer, StreamInfo, StreamStatus
 from ._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
@@ -87,6 +90,7 @@ from ._common import (
     WRITER_GONE,
     check_end_status,
     check_limits,
+    check_list,
     check_seconds,
     check_step,
     coerce_chunk,
@@ -97,7 +101,7 @@ from ._producers import check_producer
 from ._redis_commands import CLOSE_TIMEOUT, Commands
 from ._redis_live import Dispatcher, Live, Sub, rewound_decoder
 from ._redis_reading import RedisReading
-from ._redis_scripts import LeaseLapsedError, LiveKind, run_script
+from ._redis_scripts import LeaseLapsedError, LiveKind, list_ids, run_script
 from ._redis_views import PAGE, Page
 
 __all__ = [
@@ -179,6 +183,7 @@ class RedisLog(RedisReading):
         self.health_interval = health_interval
         self.url = url
         self.prefix = prefix
+        self._index = (f"{prefix}:s:ids", f"{prefix}:s:exp")  # purge() takes them too
         self.max_chunks_per_stream = max_chunks_per_stream
         self.max_bytes_per_stream = max_bytes_per_stream
         self.max_chunk_size = max_chunk_size
@@ -208,7 +213,8 @@ class RedisLog(RedisReading):
             raise LogError("the Redis log is closed")
         try:
             return await run_script(self._commands, name, self._keys(stream_id), args,
-                                    stream_id=stream_id, what=what, producer_id=producer_id)
+                                    index=self._index, stream_id=stream_id, what=what,
+                                    producer_id=producer_id)
         except LeaseLapsedError:
             await self._lapse(stream_id)  # this process noticed: it writes the failure
             raise
@@ -253,6 +259,34 @@ class RedisLog(RedisReading):
         assert isinstance(term, FailFrame)
         return msgspec.structs.replace(info, error=term.error, error_detail=term.error_detail,
                                        recoverable=term.recoverable)
+
+    async def list_streams(self, *, after: str = "",
+                           limit: int = DEFAULT_LIST_LIMIT) -> list[StreamInfo]:
+        """The infos of at most ``limit`` streams with an id greater than ``after``, in id order
+        (the index's byte order); expired ones are never listed."""
+        check_list(after, limit)
+        if self._closed:
+            raise LogError("the Redis log is closed")
+        found: list[StreamInfo] = []
+        while len(found) < limit:
+            want = limit - len(found)
+            ids = await list_ids(self._commands, self._index, after, want)
+            # one pipelined round trip for the page's infos (the command connection batches them)
+            infos = await asyncio.gather(*[self._listed_info(sid) for sid in ids])
+            found += [info for info in infos if info is not None]
+            if len(ids) < want:
+                break
+            after = ids[-1]
+        return found
+
+    async def _listed_info(self, stream_id: str) -> StreamInfo | None:
+        """A listed stream's info, or None when it is gone (expired or evicted since the index
+        was read): then it leaves the index."""
+        try:
+            return await self.info(stream_id)
+        except StreamNotFoundError:
+            await self._run("unlist", stream_id, what="unlist")
+            return None
 
     async def append(self, stream_id: str, step: int, chunk: bytes, *,
                      producer: Producer | None = None) -> int:
