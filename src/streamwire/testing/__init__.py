@@ -30,6 +30,8 @@ payload; cleanup, its marker and ``rewound`` delivered in place to attached read
 ``truncated`` for a cursor below the floor while chunks of the current run were lost (a cleanup
 marker, or retention trimming), never a silent gap; reset and reactivate; finished-stream expiry;
 bad input -> typed errors, integers a JavaScript reader holds exactly (up to ``2**53 - 1``);
+``list_streams`` (id order, the same on every backend; paging with ``after=``; deleted and
+expired streams never listed; its limits);
 writer leases (a writer silent for ``writer_timeout`` is gone: ``fail{WRITER_GONE}`` after every
 stored chunk; appends and ``keepalive`` hold the lease); idempotent producers (a retried request stored once and answered with its original sequences, a
 gap, a reordering and a zombie epoch refused with typed errors); and, served through the stream server on a real socket that is cut
@@ -49,6 +51,7 @@ from ..log import StreamLog
 from ._helpers import GUARD, LogFactory, chunk_of, read_all, read_n
 from ._leases import LeaseContract
 from ._limits import LimitsContract
+from ._listing import ListingContract
 from ._producers import ProducerContract
 from ._rewind import RewindContract
 from ._streams import StreamsContract
@@ -67,7 +70,7 @@ __all__ = [
 
 
 class StreamLogContract(StreamsContract, RewindContract, LimitsContract, ProducerContract,
-                        LeaseContract, WireContract):
+                        LeaseContract, ListingContract, WireContract):
     """The contract tests. A subclass provides the ``make_log`` fixture (see the module doc)."""
 
     pytestmark: Final = [pytest.mark.anyio]
