@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import pytest
 
 from helpers.chaos_proxy import ServerThread
+from helpers.server import LogFactory, backend, serving
 from streamwire.errors import UsageError
-from streamwire.log import StreamInfo
+from streamwire.log import MAX_LIST_LIMIT, StreamLog
 from streamwire.log.memory import MemoryLog
 from streamwire.server import bearer_token, create_app
+
+__all__ = ["backend"]  # a fixture, used by name
 
 
 def test_writes_are_never_open_by_omission() -> None:
@@ -76,22 +81,17 @@ def test_a_wrong_method_is_405_with_allow_and_an_unknown_path_404() -> None:
 # ---- the HTTP API explains itself -------------------------------------------------------------
 
 
-class ListingLog(MemoryLog):
-    """A ``MemoryLog`` with the optional ``list_streams(*, after, limit)`` that ``GET /streams``
-    uses (a backend adds it the same way)."""
+class LegacyMemoryLog:
+    """A third-party log written before ``StreamLog.list_streams``: a ``MemoryLog``'s methods
+    but that one."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.ids: set[str] = set()
+        self._log = MemoryLog()
 
-    async def create_stream(self, stream_id: str) -> StreamInfo:
-        info = await super().create_stream(stream_id)
-        self.ids.add(stream_id)
-        return info
-
-    async def list_streams(self, *, after: str | None, limit: int) -> list[StreamInfo]:
-        ids = sorted(i for i in self.ids if after is None or i > after)[:limit]
-        return [await self.info(i) for i in ids]
+    def __getattr__(self, name: str) -> Any:
+        if name == "list_streams":
+            raise AttributeError(name)
+        return getattr(self._log, name)
 
 
 def test_a_wrong_end_status_names_the_field_and_the_valid_values() -> None:
@@ -130,7 +130,7 @@ def test_a_409_names_the_http_routes_that_fix_it(backend: str, tmp_path: Path) -
 
 
 def test_get_streams_lists_in_pages_and_is_authorized_as_a_read() -> None:
-    log = ListingLog()
+    log = MemoryLog()
     app = create_app(log, authorize=bearer_token("t", protect_reads=True))
     auth = {"Authorization": "Bearer t"}
     with ServerThread(app) as server, httpx.Client(base_url=server.url) as client:
@@ -153,11 +153,73 @@ def test_get_streams_lists_in_pages_and_is_authorized_as_a_read() -> None:
 
 
 def test_get_streams_on_a_log_that_cannot_list_says_so() -> None:
-    with ServerThread(create_app(MemoryLog(), token="t")) as server, \
+    legacy = cast(StreamLog, LegacyMemoryLog())
+    with ServerThread(create_app(legacy, token="t")) as server, \
             httpx.Client(base_url=server.url) as client:
         answer = client.get("/streams")
         assert answer.status_code == 501
         assert "MemoryLog" in answer.json()["error"]
+
+
+def _page_ids(client: httpx.Client, limit: int, **headers: str) -> tuple[list[list[str]], int]:
+    """Every page of ``GET /streams?limit=``, following ``next``; and how many requests it took."""
+    pages: list[list[str]] = []
+    after = ""
+    requests = 0
+    while True:
+        answer = client.get("/streams", params={"limit": limit, "after": after}, headers=headers)
+        requests += 1
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        pages.append([info["streamId"] for info in body["streams"]])
+        if body["next"] is None:
+            return pages, requests
+        assert body["next"] == pages[-1][-1]
+        after = body["next"]
+
+
+def test_get_streams_pages_through_the_streams_of_every_backend(backend: LogFactory) -> None:
+    """Memory, SQLite and Redis behind real uvicorn: pages in id order (bytes, not numbers or
+    case-folded), ``next`` until the last page, infos as ``GET /info`` gives them."""
+    ids = ["run-10", "run-2", "run-1", "chat-b", "chat-a", "z", "A", "run-3"]
+    with serving(backend, token="t") as srv, httpx.Client(base_url=srv.base) as client:
+        auth = {"Authorization": "Bearer t"}
+        for sid in ids:
+            assert client.put(f"/streams/{sid}", headers=auth).status_code == 200
+        assert client.post("/streams/chat-a/end", json={"status": "completed"},
+                           headers=auth).status_code == 200
+        pages, requests = _page_ids(client, 3)
+        assert pages == [["A", "chat-a", "chat-b"], ["run-1", "run-10", "run-2"], ["run-3", "z"]]
+        assert requests == 3
+        assert _page_ids(client, 4)[0] == [["A", "chat-a", "chat-b", "run-1"],
+                                           ["run-10", "run-2", "run-3", "z"]]
+        assert _page_ids(client, MAX_LIST_LIMIT)[0] == [sorted(ids)]
+        listed = client.get("/streams", params={"after": "chat-", "limit": 1}).json()
+        assert listed["streams"] == [client.get("/streams/chat-a/info").json()]
+        assert listed["streams"][0]["status"] == "completed"
+        assert listed["next"] == "chat-a"
+
+
+def test_get_streams_at_the_maximum_limit_still_says_whether_more_follow() -> None:
+    log = MemoryLog()
+    ids = [f"s{n:04d}" for n in range(MAX_LIST_LIMIT + 1)]
+
+    async def create() -> None:
+        for sid in ids:
+            await log.create_stream(sid)
+
+    asyncio.run(create())
+    with ServerThread(create_app(log, token="t")) as server, \
+            httpx.Client(base_url=server.url) as client:
+        first = client.get("/streams", params={"limit": MAX_LIST_LIMIT}).json()
+        assert [info["streamId"] for info in first["streams"]] == ids[:MAX_LIST_LIMIT]
+        assert first["next"] == ids[MAX_LIST_LIMIT - 1]
+        last = client.get("/streams", params={"limit": MAX_LIST_LIMIT,
+                                              "after": first["next"]}).json()
+        assert ([info["streamId"] for info in last["streams"]], last["next"]) == ([ids[-1]], None)
+        exactly = client.get("/streams", params={"limit": MAX_LIST_LIMIT, "after": ids[0]}).json()
+        assert len(exactly["streams"]) == MAX_LIST_LIMIT
+        assert exactly["next"] is None  # a full page at the maximum, and nothing after it
 
 
 def test_every_documented_body_example_is_accepted_by_its_route() -> None:

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount
 
+from ..log import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from ._http import Refusal
 
 __all__ = ["docs_page", "explain_invalid", "include_openapi", "merge_openapi", "openapi_document",
@@ -134,8 +135,8 @@ def openapi_document() -> dict[str, Any]:
                 "summary": "List streams in id order, a page at a time (authorized as a read).",
                 "parameters": [
                     {"name": "limit", "in": "query", "required": False,
-                     "schema": {"type": "integer", "minimum": 1, "maximum": 1000,
-                                "default": 100}},
+                     "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT,
+                                "default": DEFAULT_LIST_LIMIT}},
                     {"name": "after", "in": "query", "required": False,
                      "schema": {"type": "string"},
                      "description": "The `next` of the previous page."}],

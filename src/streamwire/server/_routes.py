@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import StreamStateError
+from ..log import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from ._auth import Access
 from ._http import Refusal, info_json, json_response, refusal_for
 from ._metrics import CONTENT_TYPE
@@ -23,10 +24,6 @@ if TYPE_CHECKING:
     from ._app import StreamApp
 
 __all__ = ["DEFAULT_LIST_LIMIT", "MAX_LIST_LIMIT", "JSONRoutes"]
-
-#: Streams in one ``GET /streams`` page unless ``?limit=`` says otherwise, and the most it may say.
-DEFAULT_LIST_LIMIT: Final = 100
-MAX_LIST_LIMIT: Final = 1000
 
 #: The OpenAPI schema of each JSON route's body (validation errors are explained from it).
 _BODY_SCHEMAS: Final = {"chunks": "Chunks", "end": "End", "fail": "Fail", "cleanup": "Cleanup"}
@@ -88,24 +85,25 @@ class JSONRoutes:
                 f"makes it active again with its chunks, POST {base}/reset starts a new run")
 
     async def list_streams(self, request: Request) -> Response:
-        """``GET /streams?limit=&after=``: a page of streams in id order, authorized as a read
-        (``stream_id`` ""). Needs a log with ``list_streams(*, after, limit)``."""
-        app = self.app
+        """``GET /streams?limit=&after=``: a page of streams in id order (the log's
+        ``list_streams``), authorized as a read (``stream_id`` ""); ``next`` is the ``after=`` of
+        the next page, null on the last. 501 for a log written before ``list_streams``."""
+        log = self.app.log
         try:
             await self.check_access(request, "", "read")
             limit = _limit(request.query_params.get("limit"))
-            after = request.query_params.get("after") or None
-            lister: Any = getattr(app.log, "list_streams", None)
-            if lister is None:
-                raise Refusal(501, f"this stream log ({type(app.log).__name__}) cannot list "
+            after = request.query_params.get("after", "")
+            if not hasattr(log, "list_streams"):  # a third-party log from before the method
+                raise Refusal(501, f"this stream log ({type(log).__name__}) cannot list "
                                    "streams: it has no list_streams() method")
-            found: list[Any] = list(await lister(after=after, limit=limit + 1))
+            # one more than the page tells whether a next page exists (a probe at the maximum)
+            found = await log.list_streams(after=after, limit=min(limit + 1, MAX_LIST_LIMIT))
+            more = len(found) > limit or (len(found) == limit == MAX_LIST_LIMIT and bool(
+                await log.list_streams(after=found[-1].stream_id, limit=1)))
         except Exception as exc:
             return refusal_for(exc, expose_errors=self.expose_errors,
                                retry_after=self.retry_after).response()
-        page = [{"streamId": item} if isinstance(item, str) else info_json(item)
-                for item in found[:limit]]
-        more = len(found) > limit
+        page = [info_json(info) for info in found[:limit]]
         return json_response({"streams": page, "next": page[-1]["streamId"] if more else None})
 
     async def metrics(self, request: Request) -> Response:
