@@ -441,7 +441,12 @@ def main(rounds: int, readers: tuple[int, ...] = READERS, kinds: tuple[str, ...]
         resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     rows = []
     for n in readers:
-        results = [run_one(kind, n) for kind in kinds]
+        results = []
+        for kind in kinds:
+            try:
+                results.append(run_one(kind, n))
+            except Exception as exc:  # a candidate that cannot take the load is a row, not a crash
+                rows.append([f"{n:,}", kind, f"FAILED: {exc}"] + ["-"] * 9)
         limit = next((r for r in results if r["kind"] == "raw broadcast"), None)
         for r in results:
             ok = "ok" if r["errors"] == 0 else f"WRONG: {r['errors']} ({r['first_error']})"
