@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import os
 import signal
 import socket
@@ -13,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,60 +20,21 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import require
+from helpers.server import Backend, log_backend
 from helpers.server import serving as serving_app
 from streamwire.log import StreamLog
-from streamwire.log.memory import MemoryLog
 from streamwire.runs import Runs
 from streamwire.server import StreamApp, create_app
 
 LogFactory = Callable[[], StreamLog]
-REDIS_URL = "redis://127.0.0.1:6379/0"
 SRC = Path(__file__).resolve().parents[2] / "src"
 TESTS = Path(__file__).resolve().parents[1]
 
 
-def redis_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-@dataclass
-class Backend:
-    kind: str
-    factory: LogFactory
-    #: ``streamwire serve --log`` for the same backend (memory: each process its own).
-    spec: str
-    prefix: str = "streamwire"
-
-
 @pytest.fixture(params=["memory", "sqlite", "redis"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    kind = request.param
-    if kind == "memory":
-        yield Backend(kind, MemoryLog, "memory")
-    elif kind == "sqlite":
-        from streamwire.log.sqlite import SQLiteLog
-
-        path = tmp_path / "streams.db"
-        yield Backend(kind, lambda: SQLiteLog(path), f"sqlite:{path}")
-    else:
-        require(importlib.util.find_spec("redis") is not None and redis_up(),
-                "needs redis-py and a Redis server on 127.0.0.1:6379")
-        from streamwire.log.redis import RedisLog
-
-        prefix = f"swtest-runs-{uuid.uuid4().hex[:12]}"
-        yield Backend(kind, lambda: RedisLog(REDIS_URL, prefix=prefix), REDIS_URL, prefix)
-        import redis
-
-        client = redis.Redis()
-        keys = list(client.scan_iter(f"{prefix}:*"))
-        if keys:
-            client.delete(*keys)
-        client.close()
+    with log_backend(request.param, tmp_path, "runs") as made:
+        yield made
 
 
 @dataclass

@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -40,25 +41,35 @@ def redis_up() -> bool:
         return False
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[LogFactory]:
-    kind = request.param
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@dataclass
+class Backend:
+    kind: str
+    factory: LogFactory
+    #: ``streamwire serve --log`` for the same backend (memory: each process its own).
+    spec: str
+    prefix: str = "streamwire"
+
+
+@contextlib.contextmanager
+def log_backend(kind: str, tmp_path: Path, name: str) -> Iterator[Backend]:
+    """A log factory for ``kind`` (memory, sqlite, redis); a Redis prefix of its own, purged after."""
     if kind == "memory":
-        yield MemoryLog
+        yield Backend(kind, MemoryLog, "memory")
     elif kind == "sqlite":
-        require(importlib.util.find_spec("streamwire.log.sqlite") is not None,
-                "streamwire.log.sqlite is not there yet")
-        from streamwire.log.sqlite import SQLiteLog  # type: ignore[import-not-found,unused-ignore]
+        from streamwire.log.sqlite import SQLiteLog
 
         path = tmp_path / "streams.db"
-        yield lambda: SQLiteLog(path)  # type: ignore[no-any-return,unused-ignore]
+        yield Backend(kind, lambda: SQLiteLog(path), f"sqlite:{path}")
     else:
-        require(importlib.util.find_spec("streamwire.log.redis") is not None and redis_up(),
-                "needs streamwire.log.redis and a Redis server on 127.0.0.1:6379")
+        require(importlib.util.find_spec("redis") is not None and redis_up(),
+                "needs redis-py and a Redis server on 127.0.0.1:6379")
         from streamwire.log.redis import RedisLog
 
-        prefix = f"swtest-server-{uuid.uuid4().hex[:12]}"
-        yield lambda: RedisLog("redis://127.0.0.1:6379/0", prefix=prefix)
+        prefix = f"swtest-{name}-{uuid.uuid4().hex[:12]}"
+        yield Backend(kind, lambda: RedisLog(REDIS_URL, prefix=prefix), REDIS_URL, prefix)
         import redis
 
         client = redis.Redis()
@@ -66,6 +77,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[LogFactor
         if keys:
             client.delete(*keys)
         client.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LogFactory]:
+    with log_backend(request.param, tmp_path, "server") as made:
+        yield made.factory
 
 
 @dataclass
