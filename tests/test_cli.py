@@ -3,6 +3,7 @@ granian, each stopped with SIGTERM while streams are open."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -202,3 +203,103 @@ async def test_serve_says_which_log_where_and_who_may_write(tmp_path: Path) -> N
         proc.wait_line(r"running on http://127\.0\.0\.1:\d+")
         proc.wait_line(r"log: memory \(this process only")
         proc.wait_line(r"writes: need the bearer token \(generated, printed above\); reads: open")
+
+
+def _python_c(prelude: str, *args: str) -> list[str]:
+    """``python -c`` running ``prelude`` and then ``streamwire`` with ``args``."""
+    code = f"import sys\n{prelude}\nfrom streamwire.cli import main\nsys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-c", code, *args]
+
+
+#: Makes ``import uvloop`` fail, as where it is not installed.
+NO_UVLOOP = "sys.modules['uvloop'] = None"
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+async def test_serve_runs_on_the_loop_asked_for_and_drains_on_it(loop: str) -> None:
+    if loop == "uvloop":
+        require(importlib.util.find_spec("uvloop") is not None,
+                "needs uvloop (pip install 'streamwire[uvloop]')")
+    argv = [sys.executable, "-m", "streamwire.cli", "serve", "--port", "0", "--token", TOKEN,
+            "--loop", loop]
+    with process(argv) as proc:
+        base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
+        named = proc.wait_line(r"streamwire serve: event loop: (\w+) \(([\w.]+);").groups()
+        assert named == (loop, "uvloop.Loop" if loop == "uvloop"
+                         else "asyncio.unix_events._UnixSelectorEventLoop")
+        await check_sigterm_drains(proc, base)  # a write, a read, and the drain on that loop
+
+
+async def test_serve_auto_loop_without_uvloop_is_asyncio_and_freezes_startup_objects() -> None:
+    # gc.freeze reports what it froze: it runs after start-up, before the server listens
+    report = ("import gc\n_freeze = gc.freeze\n"
+              "def freeze():\n    _freeze()\n"
+              "    print('frozen', gc.get_freeze_count(), file=sys.stderr, flush=True)\n"
+              "gc.freeze = freeze")
+    argv = _python_c(f"{NO_UVLOOP}\n{report}", "serve", "--port", "0", "--token", TOKEN)
+    with process(argv) as proc:
+        base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
+        proc.wait_line(r"event loop: asyncio \(.*; --loop auto: uvloop is not installed, "
+                       r"pip install 'streamwire\[uvloop\]'\)$")
+        async with httpx.AsyncClient(base_url=base) as client:
+            assert (await client.put("/streams/a", headers=AUTH)).status_code == 200
+        frozen = [i for i, line in enumerate(proc.lines) if line.startswith("frozen ")]
+        running = [i for i, line in enumerate(proc.lines) if "running on" in line]
+        assert len(frozen) == 1
+        assert frozen[0] < running[0]
+        assert int(proc.lines[frozen[0]].split()[1]) > 10_000  # modules, app, routes
+
+
+def test_serve_loop_uvloop_without_uvloop_exits_2_naming_the_extra() -> None:
+    argv = _python_c(NO_UVLOOP, "serve", "--port", "0", "--token", TOKEN, "--loop", "uvloop")
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2
+    assert "--loop uvloop needs uvloop: pip install 'streamwire[uvloop]'" in done.stderr
+    assert "running on" not in done.stderr
+
+
+async def test_serve_connection_caps_refuse_readers_past_them() -> None:
+    argv = [sys.executable, "-m", "streamwire.cli", "serve", "--port", "0", "--token", TOKEN,
+            "--max-connections", "2", "--max-connections-per-stream", "1"]
+    with process(argv) as proc:
+        base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
+        async with httpx.AsyncClient(base_url=base, timeout=10) as client, \
+                contextlib.AsyncExitStack() as readers:
+            for stream in ("s1", "s2", "s3"):
+                assert (await client.put(f"/streams/{stream}", headers=AUTH)).status_code == 200
+
+            async def attach(stream: str) -> httpx.Response:
+                return await readers.enter_async_context(
+                    client.stream("GET", f"/streams/{stream}/sse"))
+
+            assert (await attach("s1")).status_code == 200
+            second_of_s1 = await attach("s1")
+            assert second_of_s1.status_code == 429  # --max-connections-per-stream 1
+            assert "has 1 readers" in (await second_of_s1.aread()).decode()
+            assert (await attach("s2")).status_code == 200
+            third = await attach("s3")
+            assert third.status_code == 503  # --max-connections 2: two are open
+            assert "has 2 open streams" in (await third.aread()).decode()
+
+
+@pytest.mark.parametrize("flag", ["--max-connections", "--max-connections-per-stream"])
+@pytest.mark.parametrize("value", ["0", "-3", "many"])
+def test_serve_refuses_a_connection_cap_below_one(flag: str, value: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", flag, value])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}: must be " in err
+    assert ("a whole number, not 'many'" if value == "many" else f"at least 1, not {value}") in err
+
+
+def test_serve_help_states_the_servers_default_caps(capsys: pytest.CaptureFixture[str]) -> None:
+    from streamwire.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_STREAM
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"past it a reader gets 503 (default {DEFAULT_MAX_CONNECTIONS:,})" in text
+    assert f"past it a reader gets 429 (default {DEFAULT_MAX_CONNECTIONS_PER_STREAM:,})" in text
+    assert "--loop {auto,asyncio,uvloop}" in text

@@ -12,6 +12,14 @@ the reason and exit status 1. The first lines say the backend and where, and who
 SIGINT / SIGTERM end every open stream with a recoverable ``fail`` frame, then the server exits
 within ``--grace`` seconds.
 
+``--loop auto|asyncio|uvloop`` picks the event loop, as uvicorn's ``--loop`` does: ``auto``
+(default) is uvloop when it is installed (``pip install 'streamwire[uvloop]'``), else asyncio; a
+start-up line names the loop that runs. ``--max-connections`` and ``--max-connections-per-stream``
+cap the open SSE connections per server (503 past it) and per stream (429), as ``create_app``'s
+arguments of the same names. Once start-up is done (log checked, app built, just before it
+accepts connections) ``serve`` collects garbage and freezes what is left (``gc.freeze()``): the
+modules, app and routes start-up created are never scanned again by the garbage collector.
+
 ``--agent MODULE:CALLABLE`` (repeatable; ``demo`` for the built-in scripted chat agent) also
 serves the runs API (``POST /runs``, resume, stop, status, sse) for those agents; ``--run-lease``
 is the seconds after which a dead worker's runs end ``WORKER_LOST``. ``streamwire run`` starts a
@@ -23,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import importlib
 import logging
 import os
@@ -38,6 +47,7 @@ from .log import StreamLog
 __all__ = ["app_from_env", "main", "open_log"]
 
 _USAGE_ERROR = 2
+_UVLOOP_HINT = "pip install 'streamwire[uvloop]'"
 #: The subcommands that parse their own arguments, and their modules.
 _SUBCOMMANDS = {"demo": "streamwire.demo", "tail": "streamwire.client.tail",
                 "run": "streamwire.run_command"}
@@ -122,16 +132,79 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                         "one also answers useChat at /api/chat")
     p.add_argument("--run-lease", type=float, default=30.0, metavar="SECONDS",
                    help="seconds before the runs of a dead worker end WORKER_LOST (default 30)")
+    p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
+                   help="event loop: uvloop (pip install 'streamwire[uvloop]'), asyncio, or auto "
+                        "(default: uvloop when installed, else asyncio)")
+    # None: streamwire.server's DEFAULT_MAX_CONNECTIONS[_PER_STREAM] (imported by _serve, not
+    # here, so that `streamwire --version` does not load the web stack; a test checks the help)
+    p.add_argument("--max-connections", type=_at_least_one, default=None, metavar="N",
+                   help="open SSE connections per server; past it a reader gets 503 "
+                        "(default 10,000)")
+    p.add_argument("--max-connections-per-stream", type=_at_least_one, default=None, metavar="N",
+                   help="open SSE connections per stream; past it a reader gets 429 "
+                        "(default 1,000)")
+
+
+def _at_least_one(text: str) -> int:
+    """An ``int`` >= 1 (argparse reports the error with the option's name and exits 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop ``--loop`` asks for: uvloop's, or None for asyncio's (as ``asyncio.run``);
+    ``auto``: uvloop if it is installed.
+
+    Raises:
+        ImportError: ``--loop uvloop`` and uvloop cannot be imported (the message says how to
+            install it).
+    """
+    if choice != "asyncio":
+        try:
+            return cast(Callable[[], asyncio.AbstractEventLoop],
+                        _load("uvloop", "new_event_loop"))
+        except ImportError as exc:
+            if choice == "uvloop":
+                where = " (uvloop does not run on Windows)" if sys.platform == "win32" else ""
+                raise ImportError(f"--loop uvloop needs uvloop: {_UVLOOP_HINT}{where} "
+                                  f"({exc})") from exc
+    return None
+
+
+def _loop_line(choice: str) -> str:
+    """The start-up line that names the loop running (called on it)."""
+    loop = type(asyncio.get_running_loop())
+    name = "uvloop" if loop.__module__.startswith("uvloop") else "asyncio"
+    why = (f"--loop auto: uvloop is not installed, {_UVLOOP_HINT}"
+           if choice == "auto" and name == "asyncio" else f"--loop {choice}")
+    return f"event loop: {name} ({loop.__module__}.{loop.__qualname__}; {why})"
 
 
 async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
     from .runs import Runs
-    from .server import bearer_token, create_app, uvicorn_server
+    from .server import (
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_MAX_CONNECTIONS_PER_STREAM,
+        bearer_token,
+        create_app,
+        uvicorn_server,
+    )
 
+    print(f"streamwire serve: {_loop_line(args.loop)}", file=sys.stderr, flush=True)
     runs = Runs(log, args.agents, lease_time=args.run_lease) if args.agents else None
+    per_server = args.max_connections
+    per_stream = args.max_connections_per_stream
     app = create_app(log, authorize=bearer_token(token, protect_reads=args.protect_reads),
                      heartbeat_interval=args.heartbeat or None, cors_origins=args.cors_origin,
                      shutdown_grace_period=args.grace, send_timeout=args.send_timeout,
+                     max_connections=DEFAULT_MAX_CONNECTIONS if per_server is None else per_server,
+                     max_connections_per_stream=(DEFAULT_MAX_CONNECTIONS_PER_STREAM
+                                                 if per_stream is None else per_stream),
                      agents=runs, chat_agent=next(iter(runs.agents)) if runs is not None else None)
     server = uvicorn_server(app, host=args.host, port=args.port, log_level=args.log_level,
                             access_log=args.access_log, log_config=None)
@@ -142,6 +215,11 @@ async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
         else:
             stack.push_async_callback(log.aclose)
         await _check_log(log, args.log)
+        server.config.load()  # uvicorn's part of start-up (its protocol modules), frozen too
+        # Start-up is done: what it created (modules, the app, its routes) lives as long as the
+        # process, so full collections need not scan it again (gc.freeze); garbage first.
+        gc.collect()
+        gc.freeze()
         await server.serve()
 
 
@@ -193,6 +271,7 @@ def _run_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        loop_factory = _loop_factory(args.loop)
         log = open_log(args.log, redis_prefix=args.redis_prefix,
                        writer_timeout=args.writer_timeout)
     except (ValueError, ImportError) as exc:
@@ -227,7 +306,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _exit_cleanly)
     try:
-        asyncio.run(_serve(args, log, token))
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(_serve(args, log, token))
     except _LogUnusable as exc:
         print(f"streamwire serve: {exc}", file=sys.stderr)
         return 1
