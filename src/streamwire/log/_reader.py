@@ -51,7 +51,8 @@ from ._common import (
     truncated_frame,
 )
 
-__all__ = ["ReadView", "ReaderState", "Step", "attach", "is_truncated", "next_frames"]
+__all__ = ["ReadPosition", "ReadView", "ReaderState", "Step", "attach", "in_step", "is_truncated",
+           "next_frames"]
 
 #: What ``next_frames`` returns: the frames to deliver and whether they end the reader (an empty
 #: list that does not end it means: wait for a wake-up), or None: the view does not hold what the
@@ -135,6 +136,37 @@ class ReaderState:
         self.mark = mark
         self.epoch = epoch
         self.caught_up = False
+
+
+@final
+class ReadPosition:
+    """Where one reader is, for sharing it: a backend whose ``read`` takes ``position=`` fills it in.
+
+    ``state`` is the reader's ``ReaderState`` once it attached; ``last`` is the last frame of the
+    batch the reader is delivering, so a consumer that has just delivered ``last`` knows the
+    reader holds nothing fetched and not delivered. ``in_step`` compares two of them.
+    """
+
+    __slots__ = ("last", "state")
+
+    def __init__(self) -> None:
+        self.state: ReaderState | None = None
+        self.last: StreamFrame | None = None
+
+
+def in_step(a: ReadPosition, a_delivered: StreamFrame, b: ReadPosition,
+            b_delivered: StreamFrame) -> bool:
+    """Will two caught-up readers of one stream get exactly the same frames from now on?
+
+    ``next_frames`` is a function of the reader's state and the stream's: two readers whose
+    states are equal (position, owed markers, epoch, caught up) and who each delivered all they
+    fetched (``*_delivered`` is the frame each delivered last) are interchangeable, so one of them
+    can serve both. Anything less (a replaying reader, one still holding part of a batch, one owed
+    a ``rewound`` marker the other is not) answers False."""
+    sa, sb = a.state, b.state
+    return (sa is not None and sb is not None and a_delivered is a.last
+            and b_delivered is b.last and sa.caught_up and sb.caught_up and sa.pos == sb.pos
+            and sa.mark == sb.mark and sa.epoch == sb.epoch)
 
 
 def is_truncated(cursor: int, *, run_start: int, floor: int, marker: int | None,

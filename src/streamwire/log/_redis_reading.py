@@ -14,7 +14,7 @@ from typing import Final
 from ..errors import LogError, StreamNotFoundError
 from ..frames import StreamFrame, TruncatedFrame
 from ._common import MAX_SAFE_INTEGER, check_cursor
-from ._reader import ReadView, attach, next_frames
+from ._reader import ReadPosition, ReadView, attach, next_frames
 from ._redis_commands import Commands
 from ._redis_live import CLOSED, DUE, OVERFLOW, Dispatcher, Sub
 from ._redis_scripts import LiveKind
@@ -49,19 +49,21 @@ class RedisReading:
                     mark: int = 2**53) -> Page | None:
         raise NotImplementedError
 
-    def read(self, stream_id: str, cursor: int = 0, *,
-             epoch: str | None = None) -> AsyncIterator[StreamFrame]:
+    def read(self, stream_id: str, cursor: int = 0, *, epoch: str | None = None,
+             position: ReadPosition | None = None) -> AsyncIterator[StreamFrame]:
         """Frames from ``cursor``: replay, ``caught-up``, live, exactly one terminal.
 
         ``epoch`` (from ``StreamInfo.epoch``) makes a re-attach exact: when the stream was
         recreated since, a reader with ``cursor > 0`` gets ``truncated``. A broken connection to
         Redis raises a retryable ``LogError``; re-attach from the last sequence received.
+        ``position`` is kept up to date with the reader's (the stream server shares one reader
+        among its connections).
         """
         self._keys(stream_id)
-        return self._read(stream_id, cursor, epoch)
+        return self._read(stream_id, cursor, epoch, position)
 
-    async def _read(self, stream_id: str, cursor: int,
-                    epoch: str | None) -> AsyncIterator[StreamFrame]:
+    async def _read(self, stream_id: str, cursor: int, epoch: str | None,
+                    position: ReadPosition | None) -> AsyncIterator[StreamFrame]:
         if type(cursor) is not int or cursor < 0 or cursor > MAX_SAFE_INTEGER:
             check_cursor(cursor, 0)
         channel = self._keys(stream_id)[2].encode()
@@ -78,6 +80,8 @@ class RedisReading:
             if isinstance(reader, TruncatedFrame):
                 yield reader
                 return
+            if position is not None:
+                position.state = reader
             view: ReadView = page
             closed = False
             loop = asyncio.get_running_loop()
@@ -90,6 +94,8 @@ class RedisReading:
                     due = _lease_due(page, loop)
                     continue
                 frames, done = step
+                if frames and position is not None:
+                    position.last = frames[-1]
                 for frame in frames:
                     yield frame
                 if done:

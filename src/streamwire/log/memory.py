@@ -49,7 +49,7 @@ from ._common import (
 )
 from ._memory_stream import Stream, asyncio_loop
 from ._producers import admit, check_producer, record
-from ._reader import attach, next_frames
+from ._reader import ReadPosition, attach, next_frames
 
 __all__ = ["MemoryLog"]
 
@@ -405,17 +405,21 @@ class MemoryLog:
 
     # -- reads ------------------------------------------------------------------------------
 
-    async def read(self, stream_id: str, cursor: int = 0) -> AsyncIterator[StreamFrame]:
+    async def read(self, stream_id: str, cursor: int = 0, *,
+                   position: ReadPosition | None = None) -> AsyncIterator[StreamFrame]:
         """Frames for one reader from ``cursor``: replay, caught-up, live, exactly one terminal.
 
         Raises (on the first ``__anext__``) ``StreamNotFoundError``, ``UsageError`` for a negative
-        cursor and ``StreamStateError`` for a cursor above the head.
+        cursor and ``StreamStateError`` for a cursor above the head. ``position`` is kept up to
+        date with the reader's (the stream server shares one reader among its connections).
         """
         st = self._get(stream_id)
         reader = attach(st, cursor)
         if isinstance(reader, TruncatedFrame):
             yield reader
             return
+        if position is not None:
+            position.state = reader
         loop = asyncio_loop()
         st.readers += 1
         try:
@@ -425,6 +429,8 @@ class MemoryLog:
                 frames, done = step
                 if frames:
                     version = st.version
+                    if position is not None:
+                        position.last = frames[-1]
                     for frame in frames:
                         yield frame
                         if st.version != version:

@@ -64,6 +64,7 @@ from ._common import (
     fail_payload,
 )
 from ._producers import check_producer
+from ._reader import ReadPosition
 from ._sqlite_sql import Statements
 from ._sqlite_worker import Worker
 
@@ -297,11 +298,13 @@ class SQLiteLog:
         await self._call(self._sql.delete, stream_id)
         self._notify(stream_id, stale=True)
 
-    async def read(self, stream_id: str, cursor: int = 0) -> AsyncIterator[StreamFrame]:
+    async def read(self, stream_id: str, cursor: int = 0, *,
+                   position: ReadPosition | None = None) -> AsyncIterator[StreamFrame]:
         """Frames for one reader from ``cursor``: replay, caught-up, live, exactly one terminal.
 
         Raises (on the first ``__anext__``) ``StreamNotFoundError``, ``UsageError`` for a negative
-        cursor and ``StreamStateError`` for a cursor above the head.
+        cursor and ``StreamStateError`` for a cursor above the head. ``position`` is kept up to
+        date with the reader's (the stream server shares one reader among its connections).
         """
         local = self._locals.get(stream_id)
         if local is None:
@@ -319,14 +322,20 @@ class SQLiteLog:
                     yield closed_frame()
                     return
                 changes, version = local.changes, local.version
+                if position is not None:
+                    position.state = None  # the worker thread moves it while it polls
                 step, lease = await self._call(self._sql.poll, stream_id, reader, settle,
                                                write=settle)
+                if position is not None:
+                    position.state = reader.state
                 assert step is not None  # this view holds every range
                 frames, done = step
                 settle = False
                 if lease is not None:
                     local.lease = lease
                 if frames:
+                    if position is not None:
+                        position.last = frames[-1]
                     for frame in frames:
                         yield frame
                         if local.version != version:

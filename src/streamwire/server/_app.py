@@ -10,7 +10,7 @@ import logging
 import math
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
-from typing import Any, final
+from typing import Any, cast, final
 
 import anyio
 import msgspec
@@ -23,9 +23,12 @@ from starlette.routing import Route
 
 from ..errors import UsageError
 from ..log import StreamLog
+from ..log._reader import ReadPosition
 from ..runs import Agent, Runs
 from ._auth import Access, Authorize, write_protection
 from ._chat import chat_openapi_paths, chat_routes
+from ._defaults import DEFAULT_MAX_BACKLOG_BYTES
+from ._fanout import Fanout, log_shares_readers
 from ._http import (
     Refusal,
     WriteAPI,
@@ -92,6 +95,8 @@ class StreamApp(Starlette):
         max_connections_per_stream: int,
         send_timeout: float,
         cors_origins: Sequence[str],
+        fanout: bool = True,
+        max_backlog_bytes: int = DEFAULT_MAX_BACKLOG_BYTES,
         expose_errors: bool,
         max_body_size: int,
         max_batch_chunks: int,
@@ -107,7 +112,13 @@ class StreamApp(Starlette):
             raise ValueError("heartbeat_interval must be > 0 seconds, or None to turn it off")
         if not send_timeout > 0 or math.isinf(send_timeout):
             raise ValueError("send_timeout must be a finite number of seconds > 0")
+        if type(max_backlog_bytes) is not int or max_backlog_bytes < 1:
+            raise ValueError("max_backlog_bytes must be a positive int")
         self.log = log
+        #: the hubs of the streams whose readers share one log reader (None: fan-out is off)
+        self.fanout = (Fanout(heartbeat_interval=heartbeat_interval, send_timeout=send_timeout,
+                              max_backlog_bytes=max_backlog_bytes, expose_errors=expose_errors)
+                       if fanout and log_shares_readers(log) else None)
         self._drain_on_signal = drain_on_signal
         self._signals_loop: object = None  # the event loop whose exit signals drain this app
         self._authorize = write_protection(authorize, token, allow_anonymous_writes)
@@ -285,7 +296,10 @@ class StreamApp(Starlette):
                 await send({"type": "http.response.body", "body": b""})
                 self._release(conn)
                 return
-            frames = self.log.read(stream_id, cursor)
+            position = (ReadPosition() if self.fanout is not None and self.fanout.can_share(send)
+                        else None)
+            frames = (self.log.read(stream_id, cursor) if position is None
+                      else cast(Any, self.log).read(stream_id, cursor, position=position))
         except Exception as exc:
             if conn is not None:
                 conn.outcome = "refused"
@@ -310,7 +324,9 @@ class StreamApp(Starlette):
             if first:
                 await send({"type": "http.response.body", "body": first, "more_body": True})
             await serve_frames(conn, frames, send, receive, heartbeat_interval=self._heartbeat,
-                               send_timeout=self._send_timeout, expose_errors=self._expose_errors)
+                               send_timeout=self._send_timeout, expose_errors=self._expose_errors,
+                               fanout=self.fanout if position is not None else None,
+                               position=position)
         except OSError:
             conn.outcome = "disconnect"
         finally:

@@ -11,6 +11,7 @@ from ._app import StreamApp
 from ._auth import Authorize
 from ._defaults import (
     DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_MAX_BACKLOG_BYTES,
     DEFAULT_MAX_BATCH_CHUNKS,
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_CONNECTIONS,
@@ -33,6 +34,8 @@ def create_app(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     max_connections_per_stream: int = DEFAULT_MAX_CONNECTIONS_PER_STREAM,
     send_timeout: float = DEFAULT_SEND_TIMEOUT,
+    fanout: bool = True,
+    max_backlog_bytes: int = DEFAULT_MAX_BACKLOG_BYTES,
     cors_origins: Sequence[str] = (),
     expose_errors: bool = False,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
@@ -59,6 +62,12 @@ def create_app(
         heartbeat_interval: seconds between heartbeat comments on a quiet SSE stream (None: off).
         max_connections, max_connections_per_stream: SSE connection caps (503 / 429 past them).
         send_timeout: seconds one write may stay blocked before the consumer is evicted.
+        fanout: let the caught-up readers of a stream share one log reader, whose frames are
+            encoded once and written to all of them in one pass (``streamwire.server._fanout``;
+            under uvicorn, with a log whose ``read`` takes ``position=``). Off: each connection
+            reads the log on its own.
+        max_backlog_bytes: bytes a reader sharing its stream's reader may leave untaken before
+            it is evicted (it re-attaches from its cursor).
         cors_origins: origins allowed to read and write from a browser (``"*"`` for any).
         expose_errors: put the text of unexpected exceptions in error answers (development only).
         max_body_size, max_batch_chunks, max_stream_id_length: request limits (413 / 400).
@@ -79,7 +88,8 @@ def create_app(
         log, authorize=authorize, token=token, allow_anonymous_writes=allow_anonymous_writes,
         heartbeat_interval=heartbeat_interval,
         max_connections=max_connections, max_connections_per_stream=max_connections_per_stream,
-        send_timeout=send_timeout, cors_origins=cors_origins, expose_errors=expose_errors,
+        send_timeout=send_timeout, fanout=fanout, max_backlog_bytes=max_backlog_bytes,
+        cors_origins=cors_origins, expose_errors=expose_errors,
         max_body_size=max_body_size, max_batch_chunks=max_batch_chunks,
         max_stream_id_length=max_stream_id_length, shutdown_grace_period=shutdown_grace_period,
         retry_after=retry_after, retry=retry, drain_on_signal=drain_on_signal, agents=agents,

@@ -7,6 +7,7 @@ from typing import Final
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
+    "DEFAULT_MAX_BACKLOG_BYTES",
     "DEFAULT_MAX_BATCH_CHUNKS",
     "DEFAULT_MAX_BODY_SIZE",
     "DEFAULT_MAX_CONNECTIONS",
@@ -22,6 +23,11 @@ DEFAULT_HEARTBEAT_INTERVAL: Final = 15.0
 #: Seconds one write may stay blocked (the client's window and the server's write buffer full)
 #: before the consumer is evicted with a bare close; it re-attaches from its cursor.
 DEFAULT_SEND_TIMEOUT: Final = 30.0
+#: Bytes a reader following its stream's shared reader may leave untaken (its socket's buffers
+#: full) before it is evicted; it re-attaches from its cursor. 4 MiB rides out a stall of
+#: seconds on a busy stream; the bytes are shared with the other readers, the reader holds only
+#: references to them.
+DEFAULT_MAX_BACKLOG_BYTES: Final = 4 * 1024 * 1024
 #: Open SSE connections per server; each costs a socket and a few tens of KiB.
 DEFAULT_MAX_CONNECTIONS: Final = 10_000
 #: Open SSE connections per stream: a fan-out bigger than this belongs behind a CDN or on Redis.

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 
 import anyio
 import anyio.lowlevel
@@ -46,7 +47,13 @@ from ..frames import (
     encode_stream_frame,
     transport_drop_frame,
 )
+from ..log._reader import ReadPosition
 from ._reset import reset_connection
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from ._fanout import Fanout, Hub
 
 Scope: TypeAlias = MutableMapping[str, Any]
 Message: TypeAlias = MutableMapping[str, Any]
@@ -72,9 +79,9 @@ SSE_RESPONSE_HEADERS: Final[list[tuple[bytes, bytes]]] = [
     (b"x-accel-buffering", b"no"),
 ]
 
-_HEARTBEAT: Final = b": heartbeat\n\n"
-_WAITING: Final = b": waiting\n\n"
-_TERMINALS: Final = frozenset({EndFrame, FailFrame, TruncatedFrame})
+HEARTBEAT: Final = b": heartbeat\n\n"
+WAITING: Final = b": waiting\n\n"
+TERMINALS: Final = frozenset({EndFrame, FailFrame, TruncatedFrame})
 
 SHUTDOWN_FRAME: Final = FailFrame(
     error="the server is shutting down; re-attach from your cursor",
@@ -83,11 +90,17 @@ SHUTDOWN_FRAME: Final = FailFrame(
 )
 
 
-class Connection:
-    """One open SSE response; the server keeps these to count, drain and report them."""
+async def _not_started(message: Message) -> None:
+    raise RuntimeError("the connection's response has not started")
 
-    __slots__ = ("busy_since", "cursor", "frames", "last_write", "outcome", "peer", "scope",
-                 "started", "stream_id", "waiting")
+
+class Connection:
+    """One open SSE response; the server keeps these to count, drain and report them (``hub``,
+    ``buffered``, ``outbox`` and the like are a hub follower's: ``_fanout``)."""
+
+    __slots__ = ("backlog", "base", "buffered", "busy_since", "closed", "cursor", "drainer",
+                 "frames", "hub", "last_write", "low_water", "outbox", "outcome", "peer", "scope",
+                 "send_fn", "started", "stream_id", "waiting")
 
     def __init__(self, stream_id: str, cursor: int, peer: str) -> None:
         self.stream_id = stream_id
@@ -100,12 +113,24 @@ class Connection:
         self.busy_since = 0.0
         self.frames = 0
         self.waiting = False
+        self.hub: Hub | None = None
+        self.send_fn: Send = _not_started
+        #: the size of the transport's write buffer (``int``, which gives 0, until it follows)
+        self.buffered: Callable[[], int] = int
+        self.low_water = 0
+        self.base = 0  # the hub's frame count when it joined
+        self.outbox: deque[Message] | None = None  # a lagging follower's messages
+        self.backlog = 0  # bytes in the outbox
+        self.drainer: asyncio.Task[None] | None = None
+        self.closed = False  # the hub or its drainer ended the body
 
     def stop(self, outcome: Outcome) -> None:
-        """End the connection (first reason wins): cancels its task group."""
+        """End the connection (first reason wins): cancels its task group, or has its hub end it."""
         if self.outcome == "open":
             self.outcome = outcome
-        if self.scope is not None:
+        if self.hub is not None:
+            self.hub.stop(self)
+        elif self.scope is not None:
             self.scope.cancel()
 
 
@@ -118,8 +143,16 @@ async def serve_frames(
     heartbeat_interval: float | None,
     send_timeout: float,
     expose_errors: bool,
+    fanout: Fanout | None = None,
+    position: ReadPosition | None = None,
 ) -> None:
-    """Stream ``frames`` as the body of an already started response, then close or abandon it."""
+    """Stream ``frames`` as the body of an already started response, then close or abandon it.
+
+    With ``fanout`` (and the ``position`` the log keeps for ``frames``), the connection joins its
+    stream's hub once it is caught up (``_fanout``); it then only waits for its client to leave.
+    """
+    conn.send_fn = send
+    following = False
     try:
         async with anyio.create_task_group() as tg:
             conn.scope = tg.cancel_scope
@@ -127,31 +160,44 @@ async def serve_frames(
                 tg.cancel_scope.cancel()
             tg.start_soon(_watchdog, conn, send, heartbeat_interval, send_timeout)
             tg.start_soon(_listen, conn, receive)
-            final = await _pump(conn, frames, send, expose_errors)
-            if final is not None:
+            final = await _pump(conn, frames, send, expose_errors, fanout, position)
+            if final is _JOINED:
+                following = True
+            elif final is not None:
                 try:
                     await _write(conn, send, encode_stream_frame(final))
                 except OSError:
                     conn.stop("disconnect")
-            if conn.outcome == "open":
+            if conn.outcome == "open" and not following:
                 conn.outcome = "done"
             tg.cancel_scope.cancel()
+        conn.scope = None
+        if following:
+            assert fanout is not None
+            await fanout.follow(conn, receive)
     except anyio.get_cancelled_exc_class():
         # Cancelled from outside (the server's own shutdown timeout): still owe a terminal.
+        hub = conn.hub
+        if hub is not None:
+            hub.leave(conn)
         if conn.outcome == "open":
             conn.outcome = "shutdown"
-        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True) as closing:
-            await _close(conn, send)
-        if closing.cancelled_caught:
-            reset_connection(send)
+        if not conn.closed:
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True) as closing:
+                await _close(conn, send)
+            if closing.cancelled_caught:
+                reset_connection(send)
         raise
     finally:
+        hub = conn.hub
         aclose = getattr(frames, "aclose", None)
-        if aclose is not None:
+        if aclose is not None and (hub is None or hub.frames is not frames):
             with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 await aclose()
     if conn.outcome == "evicted" and await _reset(send):
         return
+    if following:
+        return  # the hub or the follower's drainer ended the body (or the client left)
     with anyio.move_on_after(EVICT_CLOSE_TIMEOUT if conn.outcome == "evicted" else CLOSE_TIMEOUT,
                              shield=True) as closing:
         await _close(conn, send)
@@ -194,10 +240,35 @@ async def _write(conn: Connection, send: Send, data: bytes) -> None:
 # Yield to the event loop once every 32 frames (a power of two, tested with a mask).
 _YIELD_EVERY_MASK: Final = 31
 
+#: What ``_pump`` returns when the connection joined its stream's hub.
+_JOINED: Final = FailFrame(error="joined", recoverable=True)
+
+
+def failure_frame(exc: Exception, stream_id: str,
+                  expose_errors: bool) -> tuple[FailFrame, Outcome]:
+    """The ``fail`` frame a reader gets when its log reader raised ``exc``: the message of a
+    client-side ``StreamwireError`` (or any, with ``expose_errors``), else a generic one; the
+    exception itself goes to the server's log."""
+    if isinstance(exc, StreamwireError):
+        logger.warning("sse %s: log read failed: %r", stream_id, exc)
+        return FailFrame(
+            error=str(exc) if expose_errors or exc.status_hint < 500 else "the stream log failed",
+            recoverable=exc.retryable or isinstance(exc, LogError),
+            error_detail={"code": type(exc).__name__},
+        ), "error"
+    logger.error("sse %s: unexpected error while streaming", stream_id, exc_info=exc)
+    return FailFrame(
+        error=repr(exc) if expose_errors else "internal server error",
+        recoverable=True,
+        error_detail={"code": "INTERNAL"},
+    ), "error"
+
 
 async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send,
-                expose_errors: bool) -> FailFrame | None:
-    """Send frames until a terminal one; return a ``fail`` frame still owed, if any.
+                expose_errors: bool, fanout: Fanout | None,
+                position: ReadPosition | None) -> FailFrame | None:
+    """Send frames until a terminal one; return a ``fail`` frame still owed, if any (or
+    ``_JOINED`` once the connection follows its stream's hub).
 
     A failure of the log becomes that ``fail`` frame; a failure of ``send`` is the server's: an
     ``OSError`` (ASGI >= 2.4 servers raise it once the client is gone) ends the connection,
@@ -209,7 +280,7 @@ async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send
             kind = type(frame)
             if kind is ChunkFrame:
                 conn.waiting = False
-            terminal = kind in _TERMINALS
+            terminal = kind in TERMINALS
             if terminal and conn.outcome == "open":
                 # decided before the write: a shutdown landing while it is pending must not add
                 # a second terminal (at worst this one is cut off: a drop, which re-attaches)
@@ -220,6 +291,10 @@ async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send
             conn.frames += 1
             if terminal:
                 return None
+            if (fanout is not None and position is not None and frame is position.last
+                    and not conn.busy_since and conn.outcome == "open"
+                    and fanout.join(conn, frames, position, frame)):
+                return _JOINED
             if not conn.frames & _YIELD_EVERY_MASK:
                 # A replay never waits on the log, and uvicorn's send() only suspends under flow
                 # control: without this the disconnect listener would not run until the whole
@@ -230,24 +305,11 @@ async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send
             raise
         conn.stop("disconnect")
         return None
-    except StreamwireError as exc:
-        conn.outcome = "error"
-        logger.warning("sse %s: log read failed: %r", conn.stream_id, exc)
-        return FailFrame(
-            error=str(exc) if expose_errors or exc.status_hint < 500 else "the stream log failed",
-            recoverable=exc.retryable or isinstance(exc, LogError),
-            error_detail={"code": type(exc).__name__},
-        )
     except Exception as exc:
         if in_send:
             raise
         conn.outcome = "error"
-        logger.exception("sse %s: unexpected error while streaming", conn.stream_id)
-        return FailFrame(
-            error=repr(exc) if expose_errors else "internal server error",
-            recoverable=True,
-            error_detail={"code": "INTERNAL"},
-        )
+        return failure_frame(exc, conn.stream_id, expose_errors)[0]
     conn.outcome = "error"
     return transport_drop_frame("the stream log's reader ended without a terminal frame")
 
@@ -267,7 +329,7 @@ async def _watchdog(conn: Connection, send: Send, heartbeat_interval: float | No
             idle = now - conn.last_write
             if heartbeat_interval and idle >= heartbeat_interval:
                 with anyio.move_on_after(send_timeout) as stalled_scope:
-                    await _write(conn, send, _WAITING if conn.waiting else _HEARTBEAT)
+                    await _write(conn, send, WAITING if conn.waiting else HEARTBEAT)
                 if stalled_scope.cancelled_caught:
                     conn.stop("evicted")
                     return

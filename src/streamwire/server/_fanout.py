@@ -1,0 +1,341 @@
+"""Fan-out: one log reader per stream, shared by every connection caught up on it.
+
+Theory of operation. A connection starts alone: its own log reader replays from its cursor
+(``_sse.serve_frames``). Once it is caught up and has delivered all it fetched, it joins the
+stream's hub when the hub's reader is in step with its own (``log._reader.in_step``: equal
+states, so from then on both get exactly the same frames); when the stream has no hub, its own
+reader becomes the hub's. From then on the hub's task takes each frame from that one reader,
+encodes it once and writes the same message to every follower's ``send`` in one pass, as a
+hand-written broadcast does: no task wakes per connection, no log read and no encode per
+connection. The follower's own task only awaits ``receive()`` (the client leaving), as any raw
+ASGI streaming response does. Every rule of a solo connection still holds: the frames are the
+ones its own reader would have given (same state, same log), in order, each once; one terminal.
+
+The hub never waits on one follower. It writes directly only to a follower whose transport's
+write buffer is at or under the low-water mark, where uvicorn's ``send`` completes without
+suspending (it suspends only while the transport paused writing, which takes the buffer above
+the high-water mark and ends only at or under the low one). A lagging follower's messages go to
+its outbox instead -- references to the shared messages -- written by a task that exists only
+while the outbox is not empty. A follower whose outbox passes ``max_backlog_bytes``, or one of
+whose writes stalls ``send_timeout``, is evicted like a solo connection: reset, no terminal, and
+the reader re-attaches from its cursor.
+
+Only where the connection's transport can be seen (uvicorn's ``send``, unwrapped, on asyncio:
+``_reset.resettable_transport``) and the log's ``read`` takes ``position=``; anywhere else each
+connection keeps its own reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import time
+from collections import deque
+from typing import Any, Final, final
+
+from ..frames import ChunkFrame, StreamFrame, encode_stream_frame, transport_drop_frame
+from ..log import StreamLog
+from ..log._reader import ReadPosition, in_step
+from ._reset import reset_connection, resettable_transport
+from ._sse import (
+    CLOSE_TIMEOUT,
+    HEARTBEAT,
+    SHUTDOWN_FRAME,
+    TERMINALS,
+    WAITING,
+    Connection,
+    Message,
+    Outcome,
+    Receive,
+    Send,
+    failure_frame,
+)
+
+__all__ = ["Fanout", "Hub", "log_shares_readers"]
+
+logger = logging.getLogger("streamwire.server")
+
+_monotonic = time.monotonic
+_HTTP_BODY: Final = "http.response.body"
+
+
+def log_shares_readers(log: StreamLog) -> bool:
+    """Does ``log.read`` keep a ``ReadPosition`` (``position=``), so readers can be shared?"""
+    try:
+        return "position" in inspect.signature(log.read).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+@final
+class Fanout:
+    """The hubs of one app, by stream id, and the settings they share."""
+
+    __slots__ = ("expose_errors", "heartbeat_interval", "hubs", "max_backlog_bytes",
+                 "send_timeout")
+
+    def __init__(self, *, heartbeat_interval: float | None, send_timeout: float,
+                 max_backlog_bytes: int, expose_errors: bool) -> None:
+        self.hubs: dict[str, Hub] = {}
+        self.heartbeat_interval = heartbeat_interval
+        self.send_timeout = send_timeout
+        self.max_backlog_bytes = max_backlog_bytes
+        self.expose_errors = expose_errors
+
+    @staticmethod
+    def can_share(send: Send) -> bool:
+        """Can a connection writing through ``send`` follow a hub?"""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return resettable_transport(send) is not None
+
+    def join(self, conn: Connection, frames: Any, position: ReadPosition,
+             delivered: StreamFrame) -> bool:
+        """Make ``conn`` (which just delivered ``delivered`` from its own reader ``frames``) a
+        follower of its stream's hub, when that is exact: the hub's reader is in step with its
+        own, or the stream has no hub yet (then its reader becomes the hub's). False: go on
+        alone. The caller closes its own reader unless the hub took it (``conn.hub.frames``)."""
+        state = position.state
+        if state is None or not state.caught_up or delivered is not position.last:
+            return False
+        transport = resettable_transport(conn.send_fn)
+        if transport is None:
+            return False
+        hub = self.hubs.get(conn.stream_id)
+        if hub is None:
+            hub = self.hubs[conn.stream_id] = Hub(self, conn.stream_id, frames, position,
+                                                  delivered, conn.waiting)
+            hub.add(conn, transport)
+            hub.start()
+            return True
+        if hub.closing or not in_step(position, delivered, hub.position, hub.current):
+            return False
+        hub.add(conn, transport)
+        return True
+
+    async def follow(self, conn: Connection, receive: Receive) -> None:
+        """A follower's own task: wait for the client to leave (or the hub to end the response,
+        which uvicorn reports the same way), then leave the hub."""
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        finally:
+            hub = conn.hub
+            if hub is not None:
+                hub.leave(conn)
+        if conn.outcome == "open":
+            conn.outcome = "disconnect"
+
+
+@final
+class Hub:
+    """One stream's shared reader and the connections that follow it."""
+
+    __slots__ = ("beats", "closing", "count", "current", "fanout", "followers", "frames",
+                 "last_write", "position", "stream_id", "task", "waiting")
+
+    def __init__(self, fanout: Fanout, stream_id: str, frames: Any, position: ReadPosition,
+                 current: StreamFrame, waiting: bool) -> None:
+        self.fanout = fanout
+        self.stream_id = stream_id
+        self.frames = frames
+        self.position = position
+        #: the frame last taken from the reader (being delivered, or delivered)
+        self.current = current
+        self.waiting = waiting  # no chunk yet: heartbeats say ": waiting"
+        # a dict as an ordered set: O(1) leave at 10,000 followers
+        self.followers: dict[Connection, None] = {}
+        self.count = 0  # frames delivered, for each follower's own count
+        self.closing = False
+        self.last_write = _monotonic()
+        self.task: asyncio.Task[None] | None = None
+        self.beats: asyncio.Task[None] | None = None
+
+    def add(self, conn: Connection, transport: asyncio.Transport) -> None:
+        conn.hub = self
+        conn.buffered = transport.get_write_buffer_size
+        conn.low_water = transport.get_write_buffer_limits()[0]
+        conn.base = self.count
+        self.followers[conn] = None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.task = loop.create_task(self._run())
+        if self.fanout.heartbeat_interval:
+            self.beats = loop.create_task(self._beat(self.fanout.heartbeat_interval))
+
+    # ---- followers leaving ----------------------------------------------------------------------
+
+    def _remove(self, conn: Connection) -> None:
+        if conn in self.followers:
+            del self.followers[conn]
+            conn.frames += self.count - conn.base
+        conn.hub = None
+        if not self.followers and not self.closing:
+            self._close()
+
+    def leave(self, conn: Connection) -> None:
+        """``conn``'s client left (or its task ends): forget it, and its outbox."""
+        self._remove(conn)
+        _cancel_drainer(conn)
+
+    def stop(self, conn: Connection) -> None:
+        """End ``conn`` for the reason already in ``conn.outcome`` (a shutdown): its outbox is
+        replaced by the recoverable shutdown ``fail`` and the end of the body, written by its
+        drainer (the reader re-attaches from what it actually received)."""
+        self._remove(conn)
+        _cancel_drainer(conn)
+        conn.outbox = None
+        _enqueue(self.fanout, conn, {"type": _HTTP_BODY, "body": encode_stream_frame(
+            SHUTDOWN_FRAME), "more_body": False})
+
+    def evict(self, conn: Connection, why: str) -> None:
+        """Reset a follower that does not keep up (no terminal: it re-attaches)."""
+        if conn.outcome == "open":
+            conn.outcome = "evicted"
+        logger.info("sse %s: evicting %s: %s", self.stream_id, conn.peer, why)
+        self._remove(conn)
+        _cancel_drainer(conn)
+        conn.outbox = None
+        reset_connection(conn.send_fn)
+
+    def _close(self) -> None:
+        """No follower is left: stop reading (the reader's own cleanup runs as it is cancelled)."""
+        self.closing = True
+        if self.fanout.hubs.get(self.stream_id) is self:
+            del self.fanout.hubs[self.stream_id]
+        current = asyncio.current_task()
+        for task in (self.task, self.beats):
+            if task is not None and task is not current:
+                task.cancel()
+
+    # ---- delivery -------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        frames = self.frames
+        end: StreamFrame | None = None
+        outcome: Outcome = "done"
+        try:
+            async for frame in frames:
+                self.current = frame
+                if type(frame) in TERMINALS:
+                    end = frame
+                    break
+                if type(frame) is ChunkFrame:
+                    self.waiting = False
+                self.count += 1
+                await self._broadcast(encode_stream_frame(frame), lagging=True)
+        except Exception as exc:
+            end, outcome = failure_frame(exc, self.stream_id, self.fanout.expose_errors)
+        finally:
+            self.closing = True
+            if self.fanout.hubs.get(self.stream_id) is self:
+                del self.fanout.hubs[self.stream_id]
+            if self.beats is not None:
+                self.beats.cancel()
+            aclose = getattr(frames, "aclose", None)
+            if aclose is not None:  # a no-op unless it stopped at a yield (terminal, cancel)
+                await aclose()
+        if end is None:
+            end, outcome = transport_drop_frame(
+                "the stream log's reader ended without a terminal frame"), "error"
+        await self._finish(end, outcome)
+
+    async def _broadcast(self, body: bytes, *, lagging: bool) -> None:
+        """Write one message to every follower: directly to those whose transport takes it
+        without waiting, to the outbox of the others (``lagging=False``: skip them)."""
+        message: Message = {"type": _HTTP_BODY, "body": body, "more_body": True}
+        self.last_write = _monotonic()
+        fanout = self.fanout
+        for conn in tuple(self.followers):
+            if conn.outbox is None and conn.buffered() <= conn.low_water:
+                try:
+                    await conn.send_fn(message)
+                except OSError:  # ASGI >= 2.4 servers raise once the client is gone
+                    self.leave(conn)
+            elif lagging:
+                _enqueue(fanout, conn, message)
+
+    async def _finish(self, end: StreamFrame, outcome: Outcome) -> None:
+        """Write the terminal (and the end of the body) to every follower."""
+        message: Message = {"type": _HTTP_BODY, "body": encode_stream_frame(end),
+                            "more_body": False}
+        fanout = self.fanout
+        for conn in tuple(self.followers):
+            self.followers.pop(conn)
+            conn.frames += self.count - conn.base + 1
+            conn.hub = None
+            if conn.outcome == "open":
+                conn.outcome = outcome
+            if conn.outbox is None and conn.buffered() <= conn.low_water:
+                conn.closed = True
+                with contextlib.suppress(OSError):
+                    await conn.send_fn(message)
+            else:
+                _enqueue(fanout, conn, message)
+
+    async def _beat(self, interval: float) -> None:
+        """Heartbeat comments while the stream is quiet (lagging followers are busy anyway)."""
+        while True:
+            await asyncio.sleep(max(self.last_write + interval - _monotonic(), 0.0))
+            if _monotonic() - self.last_write >= interval and not self.closing:
+                await self._broadcast(WAITING if self.waiting else HEARTBEAT, lagging=False)
+
+
+def _enqueue(fanout: Fanout, conn: Connection, message: Message) -> None:
+    """Queue ``message`` behind what ``conn`` has not taken yet; evict past the backlog limit."""
+    outbox = conn.outbox
+    if outbox is None:
+        outbox = conn.outbox = deque()
+        conn.backlog = 0
+    outbox.append(message)
+    conn.backlog += len(message["body"])
+    if conn.backlog > fanout.max_backlog_bytes and message["more_body"]:
+        hub = conn.hub
+        if hub is not None:
+            hub.evict(conn, f"{conn.backlog} bytes not taken, over max_backlog_bytes="
+                            f"{fanout.max_backlog_bytes} (create_app(max_backlog_bytes=...))")
+        return
+    if conn.drainer is None:
+        conn.drainer = asyncio.get_running_loop().create_task(_drain(fanout, conn, outbox))
+
+
+async def _drain(fanout: Fanout, conn: Connection, outbox: deque[Message]) -> None:
+    """Write a lagging follower's outbox in order, each write bounded like a solo one's."""
+    try:
+        while outbox:
+            message = outbox[0]
+            last = not message["more_body"]
+            try:
+                async with asyncio.timeout(CLOSE_TIMEOUT if last else fanout.send_timeout):
+                    await conn.send_fn(message)
+            except TimeoutError:
+                hub = conn.hub
+                if hub is not None:
+                    hub.evict(conn, f"a write stalled for send_timeout={fanout.send_timeout}s")
+                else:  # its last write: the peer stopped reading
+                    reset_connection(conn.send_fn)
+                return
+            except OSError:
+                return  # the client left: its own task notices
+            outbox.popleft()
+            conn.backlog -= len(message["body"])
+            if last:
+                conn.closed = True
+                return
+        if conn.outbox is outbox:
+            conn.outbox = None
+    finally:
+        conn.drainer = None
+
+
+def _cancel_drainer(conn: Connection) -> None:
+    drainer = conn.drainer
+    if drainer is not None and drainer is not asyncio.current_task():
+        drainer.cancel()
+        conn.drainer = None
+
