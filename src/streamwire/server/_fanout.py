@@ -38,7 +38,7 @@ from typing import Any, Final, final
 from ..frames import ChunkFrame, StreamFrame, encode_stream_frame, transport_drop_frame
 from ..log import StreamLog
 from ..log._reader import ReadPosition, in_step
-from ._reset import reset_connection, resettable_transport
+from ._reset import Transport, reset_connection, resettable_transport
 from ._sse import (
     CLOSE_TIMEOUT,
     HEARTBEAT,
@@ -155,7 +155,7 @@ class Hub:
         self.task: asyncio.Task[None] | None = None
         self.beats: asyncio.Task[None] | None = None
 
-    def add(self, conn: Connection, transport: asyncio.Transport) -> None:
+    def add(self, conn: Connection, transport: Transport) -> None:
         conn.hub = self
         conn.buffered = transport.get_write_buffer_size
         conn.low_water = transport.get_write_buffer_limits()[0]

@@ -26,9 +26,9 @@ import logging
 import socket
 import struct
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-__all__ = ["reset_connection", "resettable_transport"]
+__all__ = ["Transport", "reset_connection", "resettable_transport"]
 
 logger = logging.getLogger("streamwire.server")
 
@@ -38,6 +38,23 @@ _UVICORN_TESTED: Final = ((0, 30), (1, 0))
 _LINGER_ZERO: Final = struct.pack("ii", 1, 0)
 
 _uvicorn_ok: bool | None = None
+
+
+class Transport(Protocol):
+    """What streamwire uses of a connection's transport: asyncio's own, or uvloop's (which does
+    not derive from ``asyncio.Transport``)."""
+
+    def abort(self) -> None: ...
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
+
+    def get_write_buffer_size(self) -> int: ...
+
+    def get_write_buffer_limits(self) -> tuple[int, int]: ...
+
+
+_TRANSPORT_METHODS: Final = ("abort", "get_extra_info", "get_write_buffer_size",
+                             "get_write_buffer_limits")
 
 
 def _uvicorn_version_ok() -> bool:
@@ -56,16 +73,19 @@ def _uvicorn_version_ok() -> bool:
     return _uvicorn_ok
 
 
-def resettable_transport(send: Callable[..., Any]) -> asyncio.Transport | None:
-    """The asyncio transport under uvicorn's ASGI ``send``, or None when ``send`` is anything
-    else (another server, or wrapped by middleware)."""
+def resettable_transport(send: Callable[..., Any]) -> Transport | None:
+    """The transport under uvicorn's ASGI ``send`` (asyncio's or uvloop's), or None when
+    ``send`` is anything else (another server, or wrapped by middleware)."""
     owner = getattr(send, "__self__", None)
     if owner is None or not type(owner).__module__.startswith("uvicorn.protocols.http."):
         return None
     if not _uvicorn_version_ok():
         return None
     transport = getattr(owner, "transport", None)
-    return transport if isinstance(transport, asyncio.Transport) else None
+    if isinstance(transport, asyncio.Transport) or (
+            transport is not None and all(hasattr(transport, m) for m in _TRANSPORT_METHODS)):
+        return transport
+    return None
 
 
 def reset_connection(send: Callable[..., Any]) -> bool:
