@@ -13,8 +13,9 @@ process pinned to the first CPU (the client runs on the others):
   an ``asyncio.Queue`` per subscriber, the producer puts each event into every queue.
 
 Reported: server CPU microseconds per delivered event (from ``/proc/<pid>/stat`` over the steady
-window), delivery latency p50/p99 (the chunk carries ``time.monotonic_ns()`` of its production;
-CLOCK_MONOTONIC is shared by processes), KiB of server RSS per attached idle reader, the time to
+window), delivery latency p50/p99 (the chunk carries the ``time.monotonic_ns()`` at which the
+producers' schedule made it due, the same instant for every candidate whatever order its tasks
+run in; CLOCK_MONOTONIC is shared by processes), KiB of server RSS per attached idle reader, the time to
 attach every reader, the latency of a small request (``/info``) during delivery, the event loop, and
 the server's garbage-collector counts during delivery.
 
@@ -58,8 +59,8 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
-def chunk_json(stream: int, seq: int) -> bytes:
-    return b'{"k":%d,"s":%d,"t":%d,"p":"%s"}' % (stream, seq, time.monotonic_ns(), PAD.encode())
+def chunk_json(stream: int, seq: int, due_ns: int) -> bytes:
+    return b'{"k":%d,"s":%d,"t":%d,"p":"%s"}' % (stream, seq, due_ns, PAD.encode())
 
 
 # ---- the servers (run in their own process) -------------------------------------------------------
@@ -67,10 +68,11 @@ def chunk_json(stream: int, seq: int) -> bytes:
 
 class _Control:
     """What every candidate shares: ``/ctl/start`` starts the producers, ``/ctl/gc`` reports the
-    collector's counts, ``/info`` answers a small request. ``publish(stream, seq)`` is the
-    candidate's own way to hand a chunk to its readers."""
+    collector's counts, ``/info`` answers a small request. ``publish(stream, seq, due_ns)`` is
+    the candidate's own way to hand a chunk to its readers; ``due_ns`` is when the chunk was due
+    (the producers' schedule), the instant its delivery latency is measured from."""
 
-    def __init__(self, publish: Callable[[int, int], Awaitable[None]]) -> None:
+    def __init__(self, publish: Callable[[int, int, int], Awaitable[None]]) -> None:
         self.publish = publish
         self.tasks: list[Any] = []
         self.gc_start = [0, 0, 0]
@@ -80,9 +82,10 @@ class _Control:
 
         seq = 0
         start = time.monotonic()
+        start_ns = time.monotonic_ns()
         while True:
             seq += 1
-            await self.publish(stream, seq)
+            await self.publish(stream, seq, start_ns + (seq - 1) * 1_000_000_000 // RATE)
             delay = start + seq / RATE - time.monotonic()
             await asyncio.sleep(max(delay, 0))
 
@@ -115,8 +118,8 @@ class _Control:
 def raw_app() -> Any:
     subscribers: list[list[Send]] = [[] for _ in range(STREAMS)]
 
-    async def publish(stream: int, seq: int) -> None:
-        frame = b"event: chunk\nid: %d\ndata: %s\n\n" % (seq, chunk_json(stream, seq))
+    async def publish(stream: int, seq: int, due_ns: int) -> None:
+        frame = b"event: chunk\nid: %d\ndata: %s\n\n" % (seq, chunk_json(stream, seq, due_ns))
         message = {"type": "http.response.body", "body": frame, "more_body": True}
         for send in list(subscribers[stream]):
             try:
@@ -151,8 +154,9 @@ def sse_starlette_app() -> Any:
 
     queues: list[set[asyncio.Queue[ServerSentEvent]]] = [set() for _ in range(STREAMS)]
 
-    async def publish(stream: int, seq: int) -> None:
-        event = ServerSentEvent(data=chunk_json(stream, seq).decode(), event="chunk", id=str(seq))
+    async def publish(stream: int, seq: int, due_ns: int) -> None:
+        event = ServerSentEvent(data=chunk_json(stream, seq, due_ns).decode(), event="chunk",
+                                id=str(seq))
         for queue in queues[stream]:
             queue.put_nowait(event)
 
@@ -200,8 +204,8 @@ def streamwire_app(backend: str) -> Any:
     except TypeError:  # before create_app became secure by default
         inner = create_app(log, **options)
 
-    async def publish(stream: int, seq: int) -> None:
-        await log.append(f"f{stream}", 0, chunk_json(stream, seq))
+    async def publish(stream: int, seq: int, due_ns: int) -> None:
+        await log.append(f"f{stream}", 0, chunk_json(stream, seq, due_ns))
 
     ctl = _Control(publish)
     created = False
