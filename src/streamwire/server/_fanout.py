@@ -229,6 +229,8 @@ class Hub:
                     self.waiting = False
                 self.count += 1
                 await self._broadcast(encode_stream_frame(frame), lagging=True)
+                if self.closing:  # the last follower left (or was evicted) meanwhile
+                    return
         except Exception as exc:
             end, outcome = failure_frame(exc, self.stream_id, self.fanout.expose_errors)
         finally:
@@ -280,7 +282,7 @@ class Hub:
 
     async def _beat(self, interval: float) -> None:
         """Heartbeat comments while the stream is quiet (lagging followers are busy anyway)."""
-        while True:
+        while not self.closing:
             await asyncio.sleep(max(self.last_write + interval - _monotonic(), 0.0))
             if _monotonic() - self.last_write >= interval and not self.closing:
                 await self._broadcast(WAITING if self.waiting else HEARTBEAT, lagging=False)
