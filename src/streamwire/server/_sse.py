@@ -154,24 +154,9 @@ async def serve_frames(
     conn.send_fn = send
     following = False
     try:
-        async with anyio.create_task_group() as tg:
-            conn.scope = tg.cancel_scope
-            if conn.outcome != "open":  # shut down before the group existed
-                tg.cancel_scope.cancel()
-            tg.start_soon(_watchdog, conn, send, heartbeat_interval, send_timeout)
-            tg.start_soon(_listen, conn, receive)
-            final = await _pump(conn, frames, send, expose_errors, fanout, position)
-            if final is _JOINED:
-                following = True
-            elif final is not None:
-                try:
-                    await _write(conn, send, encode_stream_frame(final))
-                except OSError:
-                    conn.stop("disconnect")
-            if conn.outcome == "open" and not following:
-                conn.outcome = "done"
-            tg.cancel_scope.cancel()
-        conn.scope = None
+        following = await _solo(conn, frames, send, receive, heartbeat_interval, send_timeout,
+                                expose_errors, fanout, position)
+        del frames, position  # a follower keeps nothing of its solo phase
         if following:
             assert fanout is not None
             await fanout.follow(conn, receive)
@@ -188,12 +173,6 @@ async def serve_frames(
             if closing.cancelled_caught:
                 reset_connection(send)
         raise
-    finally:
-        hub = conn.hub
-        aclose = getattr(frames, "aclose", None)
-        if aclose is not None and (hub is None or hub.frames is not frames):
-            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
-                await aclose()
     if conn.outcome == "evicted" and await _reset(send):
         return
     if following:
@@ -203,6 +182,43 @@ async def serve_frames(
         await _close(conn, send)
     if closing.cancelled_caught:  # the peer stopped reading: do not leave the socket flushing
         await _reset(send)
+
+
+async def _solo(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send,
+                receive: Receive, heartbeat_interval: float | None, send_timeout: float,
+                expose_errors: bool, fanout: Fanout | None,
+                position: ReadPosition | None) -> bool:
+    """The connection on its own reader, with its watchdog and disconnect listener; True when
+    it joined its stream's hub (then its reader is closed, or is the hub's now)."""
+    following = handed = False
+    try:
+        async with anyio.create_task_group() as tg:
+            conn.scope = tg.cancel_scope
+            if conn.outcome != "open":  # shut down before the group existed
+                tg.cancel_scope.cancel()
+            tg.start_soon(_watchdog, conn, send, heartbeat_interval, send_timeout)
+            tg.start_soon(_listen, conn, receive)
+            final = await _pump(conn, frames, send, expose_errors, fanout, position)
+            if final is _JOINED:
+                following = True
+                # decided with no await since the join: the hub may end (or this follower may
+                # leave it) before the group exits, and a reader the hub took over stays its own
+                handed = conn.hub is not None and conn.hub.frames is frames
+            elif final is not None:
+                try:
+                    await _write(conn, send, encode_stream_frame(final))
+                except OSError:
+                    conn.stop("disconnect")
+            if conn.outcome == "open" and not following:
+                conn.outcome = "done"
+            tg.cancel_scope.cancel()
+        conn.scope = None
+    finally:
+        aclose = getattr(frames, "aclose", None)
+        if aclose is not None and not handed:
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                await aclose()
+    return following
 
 
 async def _reset(send: Send) -> bool:
