@@ -73,7 +73,7 @@ def log_shares_readers(log: StreamLog) -> bool:
 class Fanout:
     """The hubs of one app, by stream id, and the settings they share."""
 
-    __slots__ = ("expose_errors", "heartbeat_interval", "hubs", "max_backlog_bytes",
+    __slots__ = ("beats", "expose_errors", "heartbeat_interval", "hubs", "max_backlog_bytes",
                  "send_timeout")
 
     def __init__(self, *, heartbeat_interval: float | None, send_timeout: float,
@@ -83,6 +83,36 @@ class Fanout:
         self.send_timeout = send_timeout
         self.max_backlog_bytes = max_backlog_bytes
         self.expose_errors = expose_errors
+        self.beats: asyncio.Task[None] | None = None
+
+    def _start_beats(self) -> None:
+        if self.beats is None and self.heartbeat_interval:
+            self.beats = asyncio.get_running_loop().create_task(
+                self._beat(self.heartbeat_interval))
+
+    def forget(self, hub: Hub) -> None:
+        """``hub`` ends: no connection joins it any more (and no hub left: no heartbeats)."""
+        hub.closing = True
+        if self.hubs.get(hub.stream_id) is hub:
+            del self.hubs[hub.stream_id]
+        beats = self.beats
+        if not self.hubs and beats is not None and beats is not asyncio.current_task():
+            beats.cancel()
+            self.beats = None
+
+    async def _beat(self, interval: float) -> None:
+        """Heartbeat comments on every quiet hub: one task for all of them (a hub's quiet spell
+        is looked at every quarter interval, so a beat comes after 1 to 1.25 intervals)."""
+        try:
+            while self.hubs:
+                await asyncio.sleep(interval / 4)
+                now = _monotonic()
+                for hub in list(self.hubs.values()):
+                    if now - hub.last_write >= interval and not hub.closing:
+                        await hub.broadcast(WAITING if hub.waiting else HEARTBEAT, lagging=False)
+        finally:
+            if self.beats is asyncio.current_task():
+                self.beats = None
 
     @staticmethod
     def can_share(send: Send) -> bool:
@@ -110,7 +140,8 @@ class Fanout:
             hub = self.hubs[conn.stream_id] = Hub(self, conn.stream_id, frames, position,
                                                   delivered, conn.waiting)
             hub.add(conn, transport)
-            hub.start()
+            hub.task = asyncio.get_running_loop().create_task(hub.run())
+            self._start_beats()
             return True
         if hub.closing or not in_step(position, delivered, hub.position, hub.current):
             return False
@@ -135,8 +166,8 @@ class Fanout:
 class Hub:
     """One stream's shared reader and the connections that follow it."""
 
-    __slots__ = ("beats", "closing", "count", "current", "fanout", "followers", "frames",
-                 "last_write", "position", "stream_id", "task", "waiting")
+    __slots__ = ("closing", "count", "current", "fanout", "followers", "frames", "last_write",
+                 "position", "stream_id", "task", "waiting")
 
     def __init__(self, fanout: Fanout, stream_id: str, frames: Any, position: ReadPosition,
                  current: StreamFrame, waiting: bool) -> None:
@@ -153,7 +184,6 @@ class Hub:
         self.closing = False
         self.last_write = _monotonic()
         self.task: asyncio.Task[None] | None = None
-        self.beats: asyncio.Task[None] | None = None
 
     def add(self, conn: Connection, transport: Transport) -> None:
         conn.hub = self
@@ -161,12 +191,6 @@ class Hub:
         conn.low_water = transport.get_write_buffer_limits()[0]
         conn.base = self.count
         self.followers[conn] = None
-
-    def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self.task = loop.create_task(self._run())
-        if self.fanout.heartbeat_interval:
-            self.beats = loop.create_task(self._beat(self.fanout.heartbeat_interval))
 
     # ---- followers leaving ----------------------------------------------------------------------
 
@@ -205,17 +229,14 @@ class Hub:
 
     def _close(self) -> None:
         """No follower is left: stop reading (the reader's own cleanup runs as it is cancelled)."""
-        self.closing = True
-        if self.fanout.hubs.get(self.stream_id) is self:
-            del self.fanout.hubs[self.stream_id]
-        current = asyncio.current_task()
-        for task in (self.task, self.beats):
-            if task is not None and task is not current:
-                task.cancel()
+        self.fanout.forget(self)
+        if self.task is not None and self.task is not asyncio.current_task():
+            self.task.cancel()
 
     # ---- delivery -------------------------------------------------------------------------------
 
-    async def _run(self) -> None:
+    async def run(self) -> None:
+        """The hub's task: every frame of the shared reader to every follower, then the end."""
         frames = self.frames
         end: StreamFrame | None = None
         outcome: Outcome = "done"
@@ -228,17 +249,13 @@ class Hub:
                 if type(frame) is ChunkFrame:
                     self.waiting = False
                 self.count += 1
-                await self._broadcast(encode_stream_frame(frame), lagging=True)
+                await self.broadcast(encode_stream_frame(frame), lagging=True)
                 if self.closing:  # the last follower left (or was evicted) meanwhile
                     return
         except Exception as exc:
             end, outcome = failure_frame(exc, self.stream_id, self.fanout.expose_errors)
         finally:
-            self.closing = True
-            if self.fanout.hubs.get(self.stream_id) is self:
-                del self.fanout.hubs[self.stream_id]
-            if self.beats is not None:
-                self.beats.cancel()
+            self.fanout.forget(self)
             aclose = getattr(frames, "aclose", None)
             if aclose is not None:  # a no-op unless it stopped at a yield (terminal, cancel)
                 await aclose()
@@ -247,7 +264,7 @@ class Hub:
                 "the stream log's reader ended without a terminal frame"), "error"
         await self._finish(end, outcome)
 
-    async def _broadcast(self, body: bytes, *, lagging: bool) -> None:
+    async def broadcast(self, body: bytes, *, lagging: bool) -> None:
         """Write one message to every follower: directly to those whose transport takes it
         without waiting, to the outbox of the others (``lagging=False``: skip them)."""
         message: Message = {"type": _HTTP_BODY, "body": body, "more_body": True}
@@ -279,13 +296,6 @@ class Hub:
                     await conn.send_fn(message)
             else:
                 _enqueue(fanout, conn, message)
-
-    async def _beat(self, interval: float) -> None:
-        """Heartbeat comments while the stream is quiet (lagging followers are busy anyway)."""
-        while not self.closing:
-            await asyncio.sleep(max(self.last_write + interval - _monotonic(), 0.0))
-            if _monotonic() - self.last_write >= interval and not self.closing:
-                await self._broadcast(WAITING if self.waiting else HEARTBEAT, lagging=False)
 
 
 def _enqueue(fanout: Fanout, conn: Connection, message: Message) -> None:
