@@ -366,7 +366,7 @@ class Candidate:
             self.port = sock.getsockname()[1]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "bench.bench_server", kind, str(self.port)], cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)})
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])})
         split = _cpus()
         if split is not None:
             os.sched_setaffinity(self.proc.pid, split[0])

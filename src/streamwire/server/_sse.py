@@ -190,35 +190,47 @@ async def _solo(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send
                 position: ReadPosition | None) -> bool:
     """The connection on its own reader, with its watchdog and disconnect listener; True when
     it joined its stream's hub (then its reader is closed, or is the hub's now)."""
-    following = handed = False
+    final: FailFrame | None = _MORE
     try:
-        async with anyio.create_task_group() as tg:
-            conn.scope = tg.cancel_scope
-            if conn.outcome != "open":  # shut down before the group existed
+        if fanout is not None:
+            # A reader of a live stream is usually caught up by its first frame and joins the
+            # hub at once: that frame goes out before any watchdog or listener exists (its
+            # write cannot wait: nothing is buffered on a new connection yet).
+            final = await _pump(conn, frames, send, expose_errors, fanout, position, True)
+        if final is _MORE:
+            async with anyio.create_task_group() as tg:
+                conn.scope = tg.cancel_scope
+                if conn.outcome != "open":  # shut down before the group existed
+                    tg.cancel_scope.cancel()
+                tg.start_soon(_watchdog, conn, send, heartbeat_interval, send_timeout)
+                tg.start_soon(_listen, conn, receive)
+                final = await _pump(conn, frames, send, expose_errors, fanout, position, False)
+                if final is not _JOINED:
+                    await _last_write(conn, send, final)
                 tg.cancel_scope.cancel()
-            tg.start_soon(_watchdog, conn, send, heartbeat_interval, send_timeout)
-            tg.start_soon(_listen, conn, receive)
-            final = await _pump(conn, frames, send, expose_errors, fanout, position)
-            if final is _JOINED:
-                following = True
-                # decided with no await since the join: the hub may end (or this follower may
-                # leave it) before the group exits, and a reader the hub took over stays its own
-                handed = conn.hub is not None and conn.hub.frames is frames
-            elif final is not None:
-                try:
-                    await _write(conn, send, encode_stream_frame(final))
-                except OSError:
-                    conn.stop("disconnect")
-            if conn.outcome == "open" and not following:
-                conn.outcome = "done"
-            tg.cancel_scope.cancel()
-        conn.scope = None
+            conn.scope = None
+        elif final is not _JOINED:
+            await _last_write(conn, send, final)
     finally:
+        # decided with no await since the join: the hub may end (or this follower may leave
+        # it) before the group exits, and a reader the hub took over stays the hub's
+        handed = final is _JOINED and conn.hub is not None and conn.hub.frames is frames
         aclose = getattr(frames, "aclose", None)
         if aclose is not None and not handed:
             with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 await aclose()
-    return following
+    return final is _JOINED
+
+
+async def _last_write(conn: Connection, send: Send, final: FailFrame | None) -> None:
+    """Write the ``fail`` frame a connection still owes (if any); the connection is done."""
+    if final is not None:
+        try:
+            await _write(conn, send, encode_stream_frame(final))
+        except OSError:
+            conn.stop("disconnect")
+    if conn.outcome == "open":
+        conn.outcome = "done"
 
 
 async def _reset(send: Send) -> bool:
@@ -256,8 +268,10 @@ async def _write(conn: Connection, send: Send, data: bytes) -> None:
 # Yield to the event loop once every 32 frames (a power of two, tested with a mask).
 _YIELD_EVERY_MASK: Final = 31
 
-#: What ``_pump`` returns when the connection joined its stream's hub.
+#: What ``_pump`` returns when the connection joined its stream's hub, and when it was asked for
+#: the first frame only and more follow.
 _JOINED: Final = FailFrame(error="joined", recoverable=True)
+_MORE: Final = FailFrame(error="more", recoverable=True)
 
 
 def failure_frame(exc: Exception, stream_id: str,
@@ -281,10 +295,11 @@ def failure_frame(exc: Exception, stream_id: str,
 
 
 async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send,
-                expose_errors: bool, fanout: Fanout | None,
-                position: ReadPosition | None) -> FailFrame | None:
+                expose_errors: bool, fanout: Fanout | None, position: ReadPosition | None,
+                first_only: bool) -> FailFrame | None:
     """Send frames until a terminal one; return a ``fail`` frame still owed, if any (or
-    ``_JOINED`` once the connection follows its stream's hub).
+    ``_JOINED`` once the connection follows its stream's hub; ``_MORE`` after one frame when
+    ``first_only``).
 
     A failure of the log becomes that ``fail`` frame; a failure of ``send`` is the server's: an
     ``OSError`` (ASGI >= 2.4 servers raise it once the client is gone) ends the connection,
@@ -311,6 +326,8 @@ async def _pump(conn: Connection, frames: AsyncIterator[StreamFrame], send: Send
                     and not conn.busy_since and conn.outcome == "open"
                     and fanout.join(conn, frames, position, frame)):
                 return _JOINED
+            if first_only:
+                return _MORE
             if not conn.frames & _YIELD_EVERY_MASK:
                 # A replay never waits on the log, and uvicorn's send() only suspends under flow
                 # control: without this the disconnect listener would not run until the whole
