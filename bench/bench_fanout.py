@@ -8,7 +8,8 @@ process pinned to the first CPU (the client runs on the others):
 * ``raw broadcast`` -- the limit: each frame encoded once and sent to every reader's ASGI ``send``
   from the producer's task;
 * ``streamwire memory`` / ``streamwire redis`` -- ``create_app`` over ``MemoryLog`` / ``RedisLog``,
-  the producer appends to the log;
+  the producer appends to the log; started as ``streamwire serve`` starts it (``gc.freeze()`` once
+  start-up is done);
 * ``sse-starlette + queue`` -- what users write: ``EventSourceResponse`` over a generator reading
   an ``asyncio.Queue`` per subscriber, the producer puts each event into every queue.
 
@@ -206,6 +207,9 @@ def streamwire_app(backend: str) -> Any:
 
     async def publish(stream: int, seq: int, due_ns: int) -> None:
         await log.append(f"f{stream}", 0, chunk_json(stream, seq, due_ns))
+
+    gc.collect()  # as ``streamwire serve`` does once start-up is done
+    gc.freeze()
 
     ctl = _Control(publish)
     created = False

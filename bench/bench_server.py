@@ -7,6 +7,8 @@ Candidates, each in its own uvicorn process (same uvicorn, same event loop and H
   different tasks, as with a log: the same raw app, but each event is made by a producer task and
   handed to the connection's task through a bare asyncio future;
 * ``streamwire`` -- ``streamwire.server.create_app(MemoryLog())``: frames come out of the log;
+  started as ``streamwire serve`` starts it, with ``gc.freeze()`` once start-up is done;
+* ``streamwire, gc not frozen`` (latency only) -- the same without the freeze;
 * ``sse-starlette`` -- ``EventSourceResponse`` over an async generator of ``ServerSentEvent``;
 * ``fastapi.sse`` -- a FastAPI path operation with ``response_class=EventSourceResponse``.
 
@@ -54,9 +56,10 @@ from bench._harness import machine_line, table
 from streamwire.sse import SSEDecoder, SSEEvent
 
 ROOT = Path(__file__).resolve().parent.parent
-KINDS = ("raw ASGI", "raw ASGI + hand-off", "streamwire", "sse-starlette", "fastapi.sse")
+KINDS = ("raw ASGI", "raw ASGI + hand-off", "streamwire", "streamwire, gc not frozen",
+         "sse-starlette", "fastapi.sse")
 #: Candidates measured on the latency workload only.
-LATENCY_ONLY = frozenset({"raw ASGI + hand-off"})
+LATENCY_ONLY = frozenset({"raw ASGI + hand-off", "streamwire, gc not frozen"})
 FLOOD_CLIENTS = 16
 FLOOD_EVENTS = 2_000
 LAT_STREAMS = 100
@@ -270,8 +273,9 @@ def fastapi_app() -> Any:
     return app
 
 
-def streamwire_app() -> Any:
-    """The stream server, plus ``/bench/produce`` to run the latency producers in-process."""
+def streamwire_app(freeze: bool = True) -> Any:
+    """The stream server, plus ``/bench/produce`` to run the latency producers in-process;
+    ``freeze``: as ``streamwire serve``, ``gc.collect()`` and ``gc.freeze()`` once it is built."""
     from streamwire.log.memory import MemoryLog
     from streamwire.server import create_app
 
@@ -296,6 +300,11 @@ def streamwire_app() -> Any:
             return
         await app(scope, receive, send)
 
+    if freeze:
+        import gc
+
+        gc.collect()
+        gc.freeze()
     return bench_app
 
 
@@ -303,6 +312,7 @@ def serve(kind: str, port: int) -> None:
     import uvicorn
 
     factory = {"raw ASGI": raw_app, "raw ASGI + hand-off": handoff_app, "streamwire": streamwire_app,
+               "streamwire, gc not frozen": lambda: streamwire_app(freeze=False),
                "sse-starlette": sse_starlette_app, "fastapi.sse": fastapi_app}[kind]
     uvicorn.run(factory(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
@@ -370,7 +380,7 @@ class Candidate:
         split = _cpus()
         if split is not None:
             os.sched_setaffinity(self.proc.pid, split[0])
-        self.sw = kind == "streamwire"
+        self.sw = kind.startswith("streamwire")
         self.runs = 0
 
     async def started(self) -> None:
@@ -607,6 +617,10 @@ def main(rounds: int) -> str:
     if handoff and peer:
         out.append(f"The hop alone (raw ASGI + hand-off) has p99 {handoff['p99']:.3g} ms against "
                    f"sse-starlette's {peer['p99']:.3g} ms.")
+    if handoff and sw:
+        ratio = sw["p99"] / handoff["p99"]
+        out.append(f"streamwire's p99 is {ratio:.2f}x the hand-off control's "
+                   f"(issue #17: <= 1.2x): {'yes' if ratio <= 1.2 else 'NO'}.")
     if errors:
         out += ["", "Candidates that failed their checks:", *errors]
     return "\n".join(out) + "\n"
