@@ -282,7 +282,7 @@ async def test_serve_connection_caps_refuse_readers_past_them() -> None:
             assert "has 2 open streams" in (await third.aread()).decode()
 
 
-@pytest.mark.parametrize("flag", ["--max-connections", "--max-connections-per-stream"])
+@pytest.mark.parametrize("flag", ["--max-connections", "--max-connections-per-stream", "--max-backlog-bytes"])
 @pytest.mark.parametrize("value", ["0", "-3", "many"])
 def test_serve_refuses_a_connection_cap_below_one(flag: str, value: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
@@ -295,11 +295,17 @@ def test_serve_refuses_a_connection_cap_below_one(flag: str, value: str,
 
 
 def test_serve_help_states_the_servers_default_caps(capsys: pytest.CaptureFixture[str]) -> None:
-    from streamwire.server import DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_STREAM
+    from streamwire.server import (
+        DEFAULT_MAX_BACKLOG_BYTES,
+        DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_MAX_CONNECTIONS_PER_STREAM,
+    )
 
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     text = " ".join(capsys.readouterr().out.split())
+    assert DEFAULT_MAX_BACKLOG_BYTES == 4 * 1024 * 1024
+    assert "is evicted and re-attaches (default 4 MiB)" in text
     assert f"past it a reader gets 503 (default {DEFAULT_MAX_CONNECTIONS:,})" in text
     assert f"past it a reader gets 429 (default {DEFAULT_MAX_CONNECTIONS_PER_STREAM:,})" in text
     assert "--loop {auto,asyncio,uvloop}" in text

@@ -143,6 +143,9 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-connections-per-stream", type=_at_least_one, default=None, metavar="N",
                    help="open SSE connections per stream; past it a reader gets 429 "
                         "(default 1,000)")
+    p.add_argument("--max-backlog-bytes", type=_at_least_one, default=None, metavar="N",
+                   help="bytes a reader sharing its stream's reader may leave untaken before it "
+                        "is evicted and re-attaches (default 4 MiB)")
 
 
 def _at_least_one(text: str) -> int:
@@ -188,6 +191,7 @@ def _loop_line(choice: str) -> str:
 async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
     from .runs import Runs
     from .server import (
+        DEFAULT_MAX_BACKLOG_BYTES,
         DEFAULT_MAX_CONNECTIONS,
         DEFAULT_MAX_CONNECTIONS_PER_STREAM,
         bearer_token,
@@ -199,12 +203,14 @@ async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
     runs = Runs(log, args.agents, lease_time=args.run_lease) if args.agents else None
     per_server = args.max_connections
     per_stream = args.max_connections_per_stream
+    backlog = args.max_backlog_bytes
     app = create_app(log, authorize=bearer_token(token, protect_reads=args.protect_reads),
                      heartbeat_interval=args.heartbeat or None, cors_origins=args.cors_origin,
                      shutdown_grace_period=args.grace, send_timeout=args.send_timeout,
                      max_connections=DEFAULT_MAX_CONNECTIONS if per_server is None else per_server,
                      max_connections_per_stream=(DEFAULT_MAX_CONNECTIONS_PER_STREAM
                                                  if per_stream is None else per_stream),
+                     max_backlog_bytes=DEFAULT_MAX_BACKLOG_BYTES if backlog is None else backlog,
                      agents=runs, chat_agent=next(iter(runs.agents)) if runs is not None else None)
     server = uvicorn_server(app, host=args.host, port=args.port, log_level=args.log_level,
                             access_log=args.access_log, log_config=None)

@@ -47,6 +47,12 @@ startup, and, mounted (no lifespan of its own), when its first SSE connection op
 thread or off asyncio nothing can be chained: run it with ``uvicorn_server(app, ...)``, whose
 ``handle_exit`` drains first, or call ``drain()`` yourself. A connection the server cancels
 (uvicorn's ``timeout_graceful_shutdown``) still writes the frame.
+
+Fan-out: the caught-up readers of one stream share one log reader (``create_app(fanout=True)``,
+the default, under uvicorn): each frame is read and encoded once and written to all of them in
+one pass, and a reader waiting on a quiet stream costs no task of its own. A reader that does not
+keep up leaves up to ``max_backlog_bytes`` untaken before it is evicted, as one whose write stalls
+``send_timeout`` is; it re-attaches from its cursor. ``streamwire.server._fanout`` says how.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from ._auth import Access, Authorize, bearer_token
 from ._create import create_app
 from ._defaults import (
     DEFAULT_HEARTBEAT_INTERVAL,
+    DEFAULT_MAX_BACKLOG_BYTES,
     DEFAULT_MAX_BATCH_CHUNKS,
     DEFAULT_MAX_BODY_SIZE,
     DEFAULT_MAX_CONNECTIONS,
@@ -70,6 +77,7 @@ from ._running import DrainingServer, uvicorn_server
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
+    "DEFAULT_MAX_BACKLOG_BYTES",
     "DEFAULT_MAX_BATCH_CHUNKS",
     "DEFAULT_MAX_BODY_SIZE",
     "DEFAULT_MAX_CONNECTIONS",
