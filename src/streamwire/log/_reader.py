@@ -52,7 +52,7 @@ from ._common import (
 )
 
 __all__ = ["ReadPosition", "ReadView", "ReaderState", "Step", "attach", "in_step", "is_truncated",
-           "next_frames"]
+           "next_frames", "settled"]
 
 #: What ``next_frames`` returns: the frames to deliver and whether they end the reader (an empty
 #: list that does not end it means: wait for a wake-up), or None: the view does not hold what the
@@ -231,3 +231,13 @@ def next_frames(reader: ReaderState, view: ReadView, closed: bool = False) -> St
     if finished:
         return [CaughtUpFrame(view.head), view.terminal()], True
     return [CaughtUpFrame(view.head)], False
+
+
+def settled(reader: ReaderState, view: ReadView, closed: bool = False) -> bool:
+    """Would ``next_frames(reader, view, closed)`` give nothing now (wait for a wake-up)? True
+    only when it would: the reader is caught up at the head, owes no marker, and the stream is
+    active, not deleted, of the reader's epoch and lost nothing above it. A cheap look for a
+    backend whose view is whole (it never returns None), to park without another read."""
+    return (reader.caught_up and not closed and reader.pos == view.head
+            and reader.mark == view.marks and view.status == "active" and not view.deleted
+            and view.epoch == reader.epoch and view.lost_above <= reader.pos)

@@ -49,7 +49,7 @@ from ._common import (
 )
 from ._memory_stream import Stream, asyncio_loop
 from ._producers import admit, check_producer, record
-from ._reader import ReadPosition, attach, next_frames
+from ._reader import ReadPosition, attach, next_frames, settled
 
 __all__ = ["MemoryLog"]
 
@@ -442,10 +442,13 @@ class MemoryLog:
                     else:
                         if done:
                             return
+                        if not settled(reader, st, self._closed):
+                            continue
+                        # else park now: a live chunk was delivered and nothing came since
+                    if st.version != version:
+                        if done and frame is frames[-1]:
+                            return
                         continue
-                    if done and frame is frames[-1]:
-                        return
-                    continue
                 if loop is not None:
                     if st.lease_timer is None and st.status == "active":
                         st.lease_timer = loop.call_later(
