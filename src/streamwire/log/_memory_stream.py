@@ -123,23 +123,24 @@ class Stream:
             self.wake = None
             wake.set()
 
-    async def wait(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        """Park until the next ``notify`` (``loop``: the running asyncio loop, None elsewhere)."""
-        if loop is None:
-            wake = self.wake
-            if wake is None:
-                wake = self.wake = anyio.Event()
-            await wake.wait()
-            return
+    def park(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+        """A future the next ``notify`` resolves (asyncio); await it directly, and ``unpark`` it
+        if the wait is cancelled. No coroutine of its own: one object per wait."""
         fut = loop.create_future()
         self.waiters.append(fut)
-        try:
-            await fut
-        except BaseException:
-            # cancelled: do not leave the future behind (a stream nobody writes to would
-            # collect one per reader that gave up)
-            with contextlib.suppress(ValueError):
-                self.waiters.remove(fut)
-            raise
+        return fut
+
+    def unpark(self, fut: asyncio.Future[None]) -> None:
+        """Forget a cancelled wait's future (a stream nobody writes to would collect one per
+        reader that gave up)."""
+        with contextlib.suppress(ValueError):
+            self.waiters.remove(fut)
+
+    async def wait_elsewhere(self) -> None:
+        """Park until the next ``notify`` on an event loop other than asyncio's (trio)."""
+        wake = self.wake
+        if wake is None:
+            wake = self.wake = anyio.Event()
+        await wake.wait()
 
 

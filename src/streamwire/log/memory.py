@@ -431,6 +431,7 @@ class MemoryLog:
                     version = st.version
                     if position is not None:
                         position.last = frames[-1]
+                    last = frames[-1]
                     for frame in frames:
                         yield frame
                         if st.version != version:
@@ -438,25 +439,26 @@ class MemoryLog:
                             # batch may be stale (removed chunks are never delivered after it)
                             if isinstance(frame, ChunkFrame):
                                 reader.pos = frame.sequence
+                            last = frame
                             break
-                    else:
-                        if done:
-                            return
-                        if not settled(reader, st, self._closed):
-                            continue
-                        # else park now: a live chunk was delivered and nothing came since
-                    if st.version != version:
-                        if done and frame is frames[-1]:
-                            return
+                    if done and last is frames[-1]:
+                        return
+                    if st.version != version or not settled(reader, st, self._closed):
                         continue
+                    # else park now: frames were delivered and nothing came since
                 if loop is not None:
                     if st.lease_timer is None and st.status == "active":
                         st.lease_timer = loop.call_later(
                             st.lease_until - time.monotonic(), self._lease_due, st)
-                    await st.wait(loop)
+                    fut = st.park(loop)
+                    try:
+                        await fut
+                    except BaseException:
+                        st.unpark(fut)
+                        raise
                     continue
                 with anyio.move_on_after(st.lease_until - time.monotonic()):
-                    await st.wait(None)
+                    await st.wait_elsewhere()
                 if st.status == "active" and st.lease_until <= time.monotonic():
                     self._lapse(st)
         finally:
