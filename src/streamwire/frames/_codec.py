@@ -68,6 +68,9 @@ _ENCODE: Final = msgspec.json.Encoder().encode
 # A chunk frame: event line, id line, data line, blank line (exactly four LFs when the payload
 # holds none). Field order and spacing are msgspec's, so both encoder paths give the same bytes.
 _CHUNK_FRAME: Final = b'event: chunk\nid: %d\ndata: {"sequence":%d,"chunk":%b}\n\n'
+# Where a line end of the payload would be: after the id line's LF, which is at index 17 + digits
+# <= 33 (a sequence has at most 16 digits), while the payload starts at 45 + 2 * digits.
+_PAYLOAD_START: Final = 45
 _DECODERS: Final[dict[str, Callable[[str], Any]]] = {
     "chunk": msgspec.json.Decoder(ChunkFrame).decode,
     "end": msgspec.json.Decoder(EndFrame).decode,
@@ -118,9 +121,10 @@ def encode_stream_frame(frame: StreamFrame | UnknownFrame) -> bytes:
         if type(seq) is not int or seq < 1:
             _check(frame)
         # The hot path: one formatting call that reads the Raw's buffer in place (no JSON
-        # encoder, no copy), then one scan proving the payload added no line end.
+        # encoder, no copy), then two scans proving the payload added no line end.
         out = _CHUNK_FRAME % (seq, seq, frame.chunk)
-        if out.count(b"\n") == 4 and b"\r" not in out:
+        # the last LF before the closing pair is the id line's (two byte searches, memchr)
+        if out.rfind(b"\n", 0, -2) < _PAYLOAD_START and out.find(b"\r") < 0:
             return out
         body = _data_lines(_ENCODE(frame))
         return b"event: chunk\nid: %d\ndata: %b\n\n" % (seq, body)
