@@ -16,9 +16,10 @@ write buffer is at or under the low-water mark, where uvicorn's ``send`` complet
 suspending (it suspends only while the transport paused writing, which takes the buffer above
 the high-water mark and ends only at or under the low one). A lagging follower's messages go to
 its outbox instead -- references to the shared messages -- written by a task that exists only
-while the outbox is not empty. A follower whose outbox passes ``max_backlog_bytes``, or one of
-whose writes stalls ``send_timeout``, is evicted like a solo connection: reset, no terminal, and
-the reader re-attaches from its cursor.
+while the outbox is not empty. When no follower could take a frame, the hub reads no further
+until one has drained its outbox: a burst goes out at the pace of the fastest follower. A follower
+that falls ``max_backlog_bytes`` behind, or one of whose writes stalls ``send_timeout``, is
+evicted like a solo connection: reset, no terminal, and the reader re-attaches from its cursor.
 
 Only where the connection's transport can be seen (uvicorn's ``send``, unwrapped, on asyncio:
 ``_reset.resettable_transport``) and the log's ``read`` takes ``position=``; anywhere else each
@@ -167,7 +168,7 @@ class Hub:
     """One stream's shared reader and the connections that follow it."""
 
     __slots__ = ("closing", "count", "current", "fanout", "followers", "frames", "last_write",
-                 "position", "stream_id", "task", "waiting")
+                 "position", "ready", "stream_id", "task", "waiting")
 
     def __init__(self, fanout: Fanout, stream_id: str, frames: Any, position: ReadPosition,
                  current: StreamFrame, waiting: bool) -> None:
@@ -184,6 +185,8 @@ class Hub:
         self.closing = False
         self.last_write = _monotonic()
         self.task: asyncio.Task[None] | None = None
+        #: resolved when a follower's outbox drains, while the hub waits for one (``_paced``)
+        self.ready: asyncio.Future[None] | None = None
 
     def add(self, conn: Connection, transport: Transport) -> None:
         conn.hub = self
@@ -198,6 +201,7 @@ class Hub:
         if conn in self.followers:
             del self.followers[conn]
             conn.frames += self.count - conn.base
+            _wake(self)  # the others may all be ready now
         conn.hub = None
         if not self.followers and not self.closing:
             self._close()
@@ -249,7 +253,8 @@ class Hub:
                 if type(frame) is ChunkFrame:
                     self.waiting = False
                 self.count += 1
-                await self.broadcast(encode_stream_frame(frame), lagging=True)
+                if not await self.broadcast(encode_stream_frame(frame), lagging=True):
+                    await self._paced()
                 if self.closing:  # the last follower left (or was evicted) meanwhile
                     return
         except Exception as exc:
@@ -264,20 +269,37 @@ class Hub:
                 "the stream log's reader ended without a terminal frame"), "error"
         await self._finish(end, outcome)
 
-    async def broadcast(self, body: bytes, *, lagging: bool) -> None:
+    async def broadcast(self, body: bytes, *, lagging: bool) -> bool:
         """Write one message to every follower: directly to those whose transport takes it
-        without waiting, to the outbox of the others (``lagging=False``: skip them)."""
+        without waiting, to the outbox of the others (``lagging=False``: skip them). Returns
+        whether some follower took it directly."""
         message: Message = {"type": _HTTP_BODY, "body": body, "more_body": True}
         self.last_write = _monotonic()
         fanout = self.fanout
+        direct = False
         for conn in tuple(self.followers):
             if conn.outbox is None and conn.buffered() <= conn.low_water:
+                direct = True
                 try:
                     await conn.send_fn(message)
                 except OSError:  # ASGI >= 2.4 servers raise once the client is gone
                     self.leave(conn)
             elif lagging:
                 _enqueue(fanout, conn, message)
+        return direct
+
+    async def _paced(self) -> None:
+        """Wait until some follower has taken everything (its outbox drained): when none of them
+        could take the last frame, reading on would only queue. A burst is so written at the
+        pace of the fastest follower, and only one that falls ``max_backlog_bytes`` behind the
+        others is evicted; a follower that does not read at all still is, by ``send_timeout``."""
+        while self.followers and not self.closing and all(
+                conn.outbox is not None for conn in self.followers):
+            ready = self.ready = asyncio.get_running_loop().create_future()
+            try:
+                await ready
+            finally:
+                self.ready = None
 
     async def _finish(self, end: StreamFrame, outcome: Outcome) -> None:
         """Write the terminal (and the end of the body) to every follower."""
@@ -341,8 +363,15 @@ async def _drain(fanout: Fanout, conn: Connection, outbox: deque[Message]) -> No
                 return
         if conn.outbox is outbox:
             conn.outbox = None
+            _wake(conn.hub)
     finally:
         conn.drainer = None
+
+
+def _wake(hub: Hub | None) -> None:
+    """Tell a hub waiting for a follower to drain (``Hub._paced``) that one did, or left."""
+    if hub is not None and hub.ready is not None and not hub.ready.done():
+        hub.ready.set_result(None)
 
 
 def _cancel_drainer(conn: Connection) -> None:
