@@ -495,9 +495,6 @@ async def test_a_follower_that_stops_reading_is_evicted_and_the_others_get_every
             await wait_for(lambda: srv.app.statistics().open_connections == 0)
 
 
-@pytest.mark.xfail(reason="BUG (report C): the hub takes a whole batch from its reader in one "
-                          "pass, so one batch bigger than max_backlog_bytes evicts every "
-                          "follower, however fast it reads")
 async def test_one_batch_bigger_than_the_backlog_limit_evicts_no_reader_that_keeps_up(
         backend: LogFactory, small_send_buffers: None) -> None:
     count, backlog = 10, 256 * 1024
@@ -688,9 +685,6 @@ async def test_followers_leaving_release_their_slots_at_once(backend: LogFactory
             await wait_for(lambda: srv.app.statistics().open_connections == 0)
 
 
-@pytest.mark.xfail(reason="BUG (report A): the connection whose reader became the hub's closes "
-                          "that reader when it leaves (_sse.serve_frames' finally): RuntimeError "
-                          "'aclose(): asynchronous generator is already running' in the ASGI app")
 async def test_the_reader_that_made_the_hub_can_leave_first(backend: LogFactory) -> None:
     count = 5
     with fanout_server(backend, max_connections_per_stream=100) as srv:
