@@ -448,6 +448,7 @@ def main(rounds: int, readers: tuple[int, ...] = READERS, kinds: tuple[str, ...]
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
     rows = []
+    checks: list[str] = []
     for n in readers:
         results = []
         for kind in kinds:
@@ -463,6 +464,7 @@ def main(rounds: int, readers: tuple[int, ...] = READERS, kinds: tuple[str, ...]
                          f"{r['p50']:.1f} / {r['p99']:.1f}", f"{r['kib']:.1f}",
                          f"{r['attach']:.2f}", f"{r['info_p50']:.1f} / {r['info_max']:.1f}",
                          r["loop"], "/".join(map(str, r["gc"]))])
+        checks += _checks(n, {r["kind"]: r for r in results})
     return "\n".join([
         "## Fan-out", "", machine_line(["uvicorn", "sse-starlette", "redis"]), "",
         f"{STREAMS} streams x {RATE} chunks/s of ~200 B; warm-up {WARMUP_SECONDS:.0f} s, steady "
@@ -470,7 +472,36 @@ def main(rounds: int, readers: tuple[int, ...] = READERS, kinds: tuple[str, ...]
         table("Readers over 10 streams (every delivery checked)", ["readers", "candidate", "deliveries", "delivered/expected", "CPU us/event",
                "vs limit", "p50 / p99 ms", "KiB/reader", "attach s", "/info p50 / max ms",
                "loop", "gc gen0/1/2"], rows),
+        "", "Issue #17's bars: " + ("; ".join(checks) if checks else "(candidates missing)"),
     ])
+
+
+def _checks(n: int, by: dict[str, dict[str, Any]]) -> list[str]:
+    """Issue #17's bars for ``n`` readers, from this run's rows."""
+    limit, memory, redis = (by.get(k) for k in ("raw broadcast", "streamwire memory",
+                                                "streamwire redis"))
+    out: list[str] = []
+    if limit is None or memory is None:
+        return out
+    bar = 1.5 if n >= 10_000 else 1.3
+    cpu = memory["cpu_us"] / limit["cpu_us"]
+    out.append(f"{n:,} memory CPU {cpu:.2f}x the limit (<= {bar}x): {'yes' if cpu <= bar else 'NO'}")
+    if n >= 10_000:
+        if limit["p99"] > 100:
+            p99 = memory["p99"] / limit["p99"]
+            out.append(f"{n:,} the limit's own p99 is {limit['p99']:.0f} ms (> 100 ms on one core); "
+                       f"memory p99 {p99:.2f}x it (<= 1.5x): {'yes' if p99 <= 1.5 else 'NO'}")
+        else:
+            ok = memory["p99"] <= 100
+            out.append(f"{n:,} memory p99 {memory['p99']:.0f} ms (<= 100): {'yes' if ok else 'NO'}")
+    if redis is not None:
+        red = redis["cpu_us"] / memory["cpu_us"]
+        out.append(f"{n:,} Redis CPU {red:.2f}x memory (<= 1.3x): {'yes' if red <= 1.3 else 'NO'}")
+    kib = max(r["kib"] for r in (memory, redis) if r is not None)
+    out.append(f"{n:,} KiB per idle reader <= 16: {'yes' if kib <= 16 else 'NO'} ({kib:.1f})")
+    wrong = [k for k, r in by.items() if r["errors"]]
+    out.append(f"{n:,} every delivery verified: {'yes' if not wrong else 'NO: ' + ', '.join(wrong)}")
+    return out
 
 
 if __name__ == "__main__":
