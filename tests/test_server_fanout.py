@@ -497,7 +497,7 @@ async def test_a_follower_that_stops_reading_is_evicted_and_the_others_get_every
 
 async def test_one_batch_bigger_than_the_backlog_limit_evicts_no_reader_that_keeps_up(
         backend: LogFactory, small_send_buffers: None) -> None:
-    count, backlog = 10, 256 * 1024
+    count, backlog = 10, 512 * 1024  # half the burst: room for uneven reading on a busy machine
     with fanout_server(backend, max_backlog_bytes=backlog, max_connections_per_stream=100) as srv:
         async with client_for(srv, rcvbuf=SMALL_BUFFER) as client:
             await client.put("/streams/s")

@@ -24,7 +24,7 @@ from ..frames import ChunkFrame, RewoundFrame, TerminalFrame, TruncatedFrame
 from . import Producer, StreamInfo, StreamStatus
 from ._common import WRITER_GONE, rewound_frame, terminal_frame
 from ._producers import ProducerState, admit, record
-from ._reader import ReaderState, Step, attach, next_frames
+from ._reader import ReaderState, Step, attach, next_frames, settled
 from ._sqlite_schema import COLUMNS, Row
 
 __all__ = ["MAX_MARKERS", "READ_PAGE", "READ_PAGE_BYTES", "SQLReader", "Statements"]
@@ -402,12 +402,16 @@ class Statements:
         return attached if isinstance(attached, TruncatedFrame) else SQLReader(row.key, attached)
 
     def poll(self, conn: sqlite3.Connection, stream_id: str, reader: SQLReader,
-             write: bool) -> tuple[Step, float | None]:
-        """The reader's next step, and when the writer's lease lapses (None: not active).
-        ``write``: a write transaction, where a lapsed lease is written down."""
+             write: bool) -> tuple[Step, float | None, bool]:
+        """The reader's next step, when the writer's lease lapses (None: not active), and whether
+        the reader is settled after the step (``_reader.settled``: the next poll would give
+        nothing unless the stream changes). ``write``: a write transaction, where a lapsed lease
+        is written down."""
         found = conn.execute(f"SELECT {COLUMNS} FROM streams WHERE id = ?",
                              (stream_id,)).fetchone()
         row = None if found is None or found[0] != reader.key else self._settle(
             conn, Row(*found), write)
         lease = row.lease_until if row is not None and row.status == "active" else None
-        return next_frames(reader.state, _View(conn, row)), lease
+        view = _View(conn, row)
+        step = next_frames(reader.state, view)
+        return step, lease, step is not None and not step[1] and settled(reader.state, view)

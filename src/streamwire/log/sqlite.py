@@ -324,8 +324,8 @@ class SQLiteLog:
                 changes, version = local.changes, local.version
                 if position is not None:
                     position.state = None  # the worker thread moves it while it polls
-                step, lease = await self._call(self._sql.poll, stream_id, reader, settle,
-                                               write=settle)
+                step, lease, settled = await self._call(self._sql.poll, stream_id, reader,
+                                                        settle, write=settle)
                 if position is not None:
                     position.state = reader.state
                 assert step is not None  # this view holds every range
@@ -336,6 +336,7 @@ class SQLiteLog:
                 if frames:
                     if position is not None:
                         position.last = frames[-1]
+                    last = frames[-1]
                     for frame in frames:
                         yield frame
                         if local.version != version:
@@ -343,14 +344,14 @@ class SQLiteLog:
                             # page may be stale (removed chunks are never delivered after it)
                             if isinstance(frame, ChunkFrame):
                                 reader.state.pos = frame.sequence
+                            last = frame
                             break
-                    else:
-                        if done:
-                            return
-                        continue
-                    if done and frame is frames[-1]:
+                    if done and last is frames[-1]:
                         return
-                    continue
+                    if local.version != version or not settled or local.changes != changes:
+                        continue
+                    # else park now: the poll that gave these frames saw nothing more, and
+                    # nothing changed since (a reader saves a poll per live batch)
                 if local.changes != changes:
                     continue  # a change landed while we looked: look again before sleeping
                 settle = await self._park(local, lease is not None)
