@@ -16,10 +16,12 @@ write buffer is at or under the low-water mark, where uvicorn's ``send`` complet
 suspending (it suspends only while the transport paused writing, which takes the buffer above
 the high-water mark and ends only at or under the low one). A lagging follower's messages go to
 its outbox instead -- references to the shared messages -- written by a task that exists only
-while the outbox is not empty. When no follower could take a frame, the hub reads no further
-until one has drained its outbox: a burst goes out at the pace of the fastest follower. A follower
-that falls ``max_backlog_bytes`` behind, or one of whose writes stalls ``send_timeout``, is
-evicted like a solo connection: reset, no terminal, and the reader re-attaches from its cursor.
+while the outbox is not empty. The hub reads on only when some follower took the last frame at
+once and none that keeps reading is half ``max_backlog_bytes`` behind (``Hub._paced``): a burst
+goes out at the pace of the slowest follower that keeps reading, and one that stopped (no write
+finished for ``STALL_GRACE``) holds nobody. A follower that falls ``max_backlog_bytes`` behind, or
+one of whose writes stalls ``send_timeout``, is evicted like a solo connection: reset, no
+terminal, and the reader re-attaches from its cursor.
 
 Only where the connection's transport can be seen (uvicorn's ``send``, unwrapped, on asyncio:
 ``_reset.resettable_transport``) and the log's ``read`` takes ``position=``; anywhere else each
@@ -59,6 +61,8 @@ __all__ = ["Fanout", "Hub", "log_shares_readers"]
 logger = logging.getLogger("streamwire.server")
 
 _monotonic = time.monotonic
+#: Seconds without a finished write after which a lagging follower is no longer waited for.
+STALL_GRACE: Final = 1.0
 _HTTP_BODY: Final = "http.response.body"
 
 
@@ -253,7 +257,7 @@ class Hub:
                 if type(frame) is ChunkFrame:
                     self.waiting = False
                 self.count += 1
-                if not await self.broadcast(encode_stream_frame(frame), lagging=True):
+                if await self.broadcast(encode_stream_frame(frame), lagging=True):
                     await self._paced()
                 if self.closing:  # the last follower left (or was evicted) meanwhile
                     return
@@ -272,11 +276,12 @@ class Hub:
     async def broadcast(self, body: bytes, *, lagging: bool) -> bool:
         """Write one message to every follower: directly to those whose transport takes it
         without waiting, to the outbox of the others (``lagging=False``: skip them). Returns
-        whether some follower took it directly."""
+        whether the hub should wait before reading on (``_paced``)."""
         message: Message = {"type": _HTTP_BODY, "body": body, "more_body": True}
-        self.last_write = _monotonic()
+        self.last_write = now = _monotonic()
         fanout = self.fanout
-        direct = False
+        direct = slow = False
+        half = fanout.max_backlog_bytes >> 1
         for conn in tuple(self.followers):
             if conn.outbox is None and conn.buffered() <= conn.low_water:
                 direct = True
@@ -286,20 +291,31 @@ class Hub:
                     self.leave(conn)
             elif lagging:
                 _enqueue(fanout, conn, message)
-        return direct
+                if conn.backlog > half and now - conn.last_write < STALL_GRACE:
+                    slow = True
+        return lagging and (slow or not direct)
 
     async def _paced(self) -> None:
-        """Wait until some follower has taken everything (its outbox drained): when none of them
-        could take the last frame, reading on would only queue. A burst is so written at the
-        pace of the fastest follower, and only one that falls ``max_backlog_bytes`` behind the
-        others is evicted; a follower that does not read at all still is, by ``send_timeout``."""
-        while self.followers and not self.closing and all(
-                conn.outbox is not None for conn in self.followers):
-            ready = self.ready = asyncio.get_running_loop().create_future()
+        """Read on only when it helps: some follower took the last frame at once, and none that
+        is still taking bytes (a write finished within ``STALL_GRACE``) is half ``max_backlog_bytes``
+        behind. A burst so goes out at the pace of the slowest follower that keeps reading, and
+        is not held by one that stopped: that one falls behind, to eviction."""
+        loop = asyncio.get_running_loop()
+        half = self.fanout.max_backlog_bytes >> 1
+        while self.followers and not self.closing:
+            now = _monotonic()
+            followers = self.followers
+            if any(conn.outbox is None for conn in followers) and not any(
+                    conn.backlog > half and now - conn.last_write < STALL_GRACE
+                    for conn in followers if conn.outbox is not None):
+                return
+            ready = self.ready = loop.create_future()
+            timer = loop.call_later(STALL_GRACE, _wake, self)  # a follower may stall meanwhile
             try:
                 await ready
             finally:
                 self.ready = None
+                timer.cancel()
 
     async def _finish(self, end: StreamFrame, outcome: Outcome) -> None:
         """Write the terminal (and the end of the body) to every follower."""
@@ -326,6 +342,7 @@ def _enqueue(fanout: Fanout, conn: Connection, message: Message) -> None:
     if outbox is None:
         outbox = conn.outbox = deque()
         conn.backlog = 0
+        conn.last_write = _monotonic()  # lagging from now: STALL_GRACE counts from here
     outbox.append(message)
     conn.backlog += len(message["body"])
     if conn.backlog > fanout.max_backlog_bytes and message["more_body"]:
@@ -358,9 +375,12 @@ async def _drain(fanout: Fanout, conn: Connection, outbox: deque[Message]) -> No
                 return  # the client left: its own task notices
             outbox.popleft()
             conn.backlog -= len(message["body"])
+            conn.last_write = _monotonic()
             if last:
                 conn.closed = True
                 return
+            if conn.backlog <= fanout.max_backlog_bytes >> 1:
+                _wake(conn.hub)
         if conn.outbox is outbox:
             conn.outbox = None
             _wake(conn.hub)
