@@ -246,15 +246,16 @@ def server_sockets(port: int, peers: list[socket.socket]) -> int:
     """The server's open TCP sockets (local ``port``, state ESTABLISHED) connected to ``peers``
     (from /proc/net/tcp; TIME_WAIT leftovers of earlier tests may share a peer's port)."""
     peer_ports = {sock.getsockname()[1] for sock in peers}
-    count = 0
+    # a set: /proc/net/tcp is read in pieces while sockets come and go, so a line can repeat
+    found: set[int] = set()
     with open("/proc/net/tcp") as table:
         next(table)
         for line in table:
             local, remote, state = line.split()[1:4]
-            if (state == "01" and int(local.rsplit(":", 1)[1], 16) == port
-                    and int(remote.rsplit(":", 1)[1], 16) in peer_ports):
-                count += 1
-    return count
+            peer = int(remote.rsplit(":", 1)[1], 16)
+            if state == "01" and int(local.rsplit(":", 1)[1], 16) == port and peer in peer_ports:
+                found.add(peer)
+    return len(found)
 
 
 def _read_to_eof(sock: socket.socket) -> None:
