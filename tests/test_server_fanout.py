@@ -651,16 +651,20 @@ async def test_a_cleanup_reaches_each_follower_once_where_it_happened(
 # ---- 6. leaving and shutting down ----------------------------------------------------------------
 
 
-async def test_followers_leaving_release_their_slots_at_once(backend: LogFactory) -> None:
+@pytest.mark.parametrize("lagging", [False, True])
+async def test_followers_leaving_release_their_slots_at_once(
+        backend: LogFactory, lagging: bool, small_send_buffers: None, queued: list[int]) -> None:
     count = 20
     with fanout_server(backend, max_connections_per_stream=100) as srv:
-        async with client_for(srv) as client:
+        async with client_for(srv, rcvbuf=SMALL_BUFFER) as client:
             await client.put("/streams/s")
             written = Written()
             async with anyio.create_task_group() as tg:
                 # the first of these made the hub (its reader is the hub's): it stays
                 readers = await attach_followers(tg, client, srv, "s", count)
-                gone = [Reader("s") for _ in range(count)]
+                # lagging: they stop reading once caught up, and 600 KiB wait in their outboxes
+                never = anyio.Event() if lagging else None
+                gone = [Reader("s", resume=never) for _ in range(count)]
                 scopes = [anyio.CancelScope() for _ in gone]
 
                 async def read_until_cancelled(reader: Reader, scope: anyio.CancelScope) -> None:
@@ -670,8 +674,14 @@ async def test_followers_leaving_release_their_slots_at_once(backend: LogFactory
                 for reader, scope in zip(gone, scopes, strict=True):
                     tg.start_soon(read_until_cancelled, reader, scope)
                 await wait_for(lambda: followers(srv, "s") == 2 * count)
-                await written.append(client, "s", 1)
-                await wait_for(lambda: all(r.last_seq == 1 for r in gone))
+                if lagging:
+                    await written.append(client, "s", 600, size=1024)
+                    last = max(written.chunks)
+                    await wait_for(lambda: all(r.last_seq == last for r in readers))
+                    assert queued[0] > 0
+                else:
+                    await written.append(client, "s", 1)
+                    await wait_for(lambda: all(r.last_seq == 1 for r in gone))
                 for scope in scopes:
                     scope.cancel()  # the client closes those connections
                 with anyio.fail_after(2):  # promptly: nothing is written to them meanwhile
@@ -682,6 +692,7 @@ async def test_followers_leaving_release_their_slots_at_once(backend: LogFactory
                 await end(client, "s")
             for i, reader in enumerate(readers):
                 assert_exactly_once(reader.frames, written.between(0), COMPLETED, f"reader {i}")
+            assert srv.app.statistics().evicted_total == 0
             await wait_for(lambda: srv.app.statistics().open_connections == 0)
 
 
