@@ -526,6 +526,7 @@ async def test_readers_attaching_mid_batch_at_any_cursor_get_each_chunk_once(
                 # one batch of 1,200 (600 KiB: the slow followers take it from their outboxes),
                 # then more batches; readers attach at 0, the middle and the head meanwhile
                 await written.append(client, "s", 1200, size=512)
+                await wait_for(lambda: queued[0] > 0)  # the slow ones lag
                 slow.set()
                 for round_ in range(4):
                     head = await head_of(client, "s")
@@ -563,6 +564,7 @@ async def test_a_terminal_right_after_a_batch_comes_once_after_every_chunk(
                     await end(client, "s")
                 else:
                     await fail(client, "s", "the model broke")
+                await wait_for(lambda: "s" not in hubs(srv))  # the hub wrote its last
                 slow.set()  # the terminal is in the slow ones' outboxes, behind the batch
             terminal = COMPLETED if how == "end" else FailFrame("the model broke", False)
             for i, reader in enumerate(readers):
