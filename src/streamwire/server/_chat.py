@@ -39,7 +39,7 @@ from ..frames import ChunkFrame, StreamFrame
 from ..log import StreamLog
 from ..runs import Runs
 from ._http import Refusal, encode_json, read_body, refusal_for
-from ._sse import Connection, Receive, Scope, Send
+from ._sse import CLOSE_TIMEOUT, HEARTBEAT, Connection, Receive, Scope, Send
 
 __all__ = ["chat_openapi_paths", "chat_routes"]
 
@@ -48,8 +48,6 @@ CheckAccess = Callable[[Request, str, _Access], Awaitable[None]]
 Track = Callable[[Connection], None]
 
 _HEADERS: Final = [(k.encode(), v.encode()) for k, v in UI_MESSAGE_STREAM_HEADERS.items()]
-_HEARTBEAT: Final = b": heartbeat\n\n"
-_CLOSE_TIMEOUT: Final = 1.0
 _decode_pointer: Final = msgspec.json.Decoder(dict[str, str]).decode
 
 
@@ -206,7 +204,7 @@ async def _stream_reply(conn: Connection, frames: AsyncIterator[StreamFrame],
         while True:
             await anyio.sleep(max(0.0, last_write + heartbeat - time.monotonic()))
             if time.monotonic() - last_write >= heartbeat:
-                await write(_HEARTBEAT)
+                await write(HEARTBEAT)
 
     async def listen() -> None:
         while (await receive())["type"] != "http.disconnect":
@@ -236,7 +234,7 @@ async def _stream_reply(conn: Connection, frames: AsyncIterator[StreamFrame],
     except OSError:
         conn.outcome = "disconnect"  # the client left while a write was pending
     finally:
-        with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
             await _aclose(frames)
             if conn.outcome != "disconnect":
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
