@@ -303,7 +303,9 @@ async def test_readers_that_never_read_are_reset_and_free_everything(backend: Lo
             finally:
                 for sock in socks:
                     sock.close()
-            # every slot came back: the cap admits exactly `readers` again
+            # every slot came back: the cap admits exactly `readers` again (a new run, so the
+            # new stalled readers have no backlog to stall on and none is evicted meanwhile)
+            assert (await client.post("/streams/fast/reset")).status_code == 200
             socks = [stalled_reader(port, "fast") for _ in range(readers)]
             try:
                 await wait_for(lambda: srv.app.statistics().open_connections == readers, 20)
