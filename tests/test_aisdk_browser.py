@@ -6,10 +6,12 @@ collapsed and the sources listed. A screenshot of the page is taken at the end."
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -91,7 +93,10 @@ class DevTools:
         raise TimeoutError(f"the page never showed {what}: {self.evaluate('JSON.stringify(window.chatState && chatState())')}")
 
     def close(self) -> None:
-        self.proc.kill()
+        # the whole session: Chromium's helpers (renderers, crashpad) outlive a killed main
+        # process for a moment and keep writing the profile the caller is about to delete
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
         os.close(self._cmd)
         os.close(self._out)
