@@ -165,7 +165,7 @@ async def test_granian_drains_on_sigterm() -> None:
 
 @pytest.mark.parametrize("command", ["demo", "tail"])
 def test_demo_and_tail_are_dispatched(command: str) -> None:
-    module = {"demo": "streamwire.demo", "tail": "streamwire.client.tail"}[command]
+    module = {"demo": "streamwire.cli.demo", "tail": "streamwire.cli.tail"}[command]
     require(importlib.util.find_spec(module) is not None, f"{module} is not there yet")
     with pytest.raises(SystemExit) as exited:
         main([command, "--help"])

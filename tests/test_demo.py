@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from helpers.chaos_proxy import ChaosConfig, ChaosProxy, ServerThread
-from streamwire.demo import REPLY
+from streamwire.cli.demo import REPLY
 
 
 def test_demo_resumes_the_reply_and_counts_the_replay() -> None:

@@ -27,16 +27,17 @@ import anyio
 import httpx
 import uvicorn
 
-from .chat import Chat
-from .client import AsyncDispatcher, AsyncRun, RetryPolicy
-from .contract import Message, is_event
-from .errors import StreamwireError
-from .frames import ChunkCodec, RemoteOutcomeKind
-from .log.memory import MemoryLog
-from .runs import Completed, RunContext
-from .server import create_app
+from ..chat import Chat
+from ..client import AsyncDispatcher, AsyncRun, RetryPolicy
+from ..contract import Message, is_event
+from ..errors import StreamwireError
+from ..frames import ChunkCodec, RemoteOutcomeKind
+from ..log.memory import MemoryLog
+from ..runs import Completed, RunContext
+from ..server import create_app
+from ._options import CommandLineError, seconds
 
-__all__ = ["main"]
+__all__ = ["REPLY", "configure", "run"]
 
 REPLY = (
     "Server-Sent Events are a plain HTTP response that never ends, which is exactly why they "
@@ -238,23 +239,24 @@ def _summary(out: _Printer, received: list[tuple[int, str]], words: list[str],
     return 0
 
 
-def main(argv: list[str]) -> int:
-    """Run the demo; 0 when every chunk arrived exactly once, in order."""
-    parser = argparse.ArgumentParser(prog="streamwire demo", description="A resumed LLM reply, end to end.")
-    parser.add_argument("--delay", type=float, default=0.03,
-                        help="seconds between the simulated model's words (default 0.03)")
-    parser.add_argument("--cut-after", type=int, default=25,
-                        help="cut the connection after this many chunks (default 25)")
-    parser.add_argument("--outage", type=float, default=0.6,
-                        help="seconds the network stays down after the cut (default 0.6)")
-    args = parser.parse_args(argv)
+def configure(p: argparse.ArgumentParser) -> None:
+    """``demo``'s options."""
+    p.add_argument("--delay", type=seconds, default=0.03, metavar="SECONDS",
+                   help="seconds between the simulated model's words (default 0.03)")
+    p.add_argument("--cut-after", type=int, default=25, metavar="N",
+                   help="cut the connection after this many chunks (default 25)")
+    p.add_argument("--outage", type=seconds, default=0.6, metavar="SECONDS",
+                   help="seconds the network stays down after the cut (default 0.6)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; 0 when every chunk arrived exactly once, in order.
+
+    Raises:
+        CommandLineError: ``--cut-after`` is not inside the reply.
+    """
     words = len(REPLY.split(" "))
     if not 0 < args.cut_after < words:
-        parser.error(f"--cut-after must be between 1 and {words - 1} (the reply has {words} words)")
-    if args.delay < 0 or args.outage < 0:
-        parser.error("--delay and --outage must be >= 0")
+        raise CommandLineError(f"--cut-after must be between 1 and {words - 1} "
+                               f"(the reply has {words} words)")
     return anyio.run(_run, args, _Printer(sys.stdout))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
