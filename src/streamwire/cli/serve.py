@@ -22,8 +22,10 @@ modules, app and routes start-up created are never scanned again by the garbage 
 
 ``--agent MODULE:CALLABLE`` (repeatable; ``demo`` for the built-in scripted chat agent) also
 serves the runs API (``POST /runs``, resume, stop, status, sse) for those agents; ``--run-lease``
-is the seconds after which a dead worker's runs end ``WORKER_LOST``. ``streamwire run`` starts a
-run and prints its reply live.
+is the seconds after which a dead worker's runs end ``WORKER_LOST``. ``MODULE`` is imported as
+uvicorn imports an app: ``--app-dir`` (default: the current directory) comes first on the
+module search path, so ``streamwire serve --agent mymod:fn`` finds ``mymod.py`` in the folder it
+runs in. ``streamwire run`` starts a run and prints its reply live.
 """
 
 from __future__ import annotations
@@ -132,6 +134,9 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                    help="serve the runs API with this agent (repeatable; its name is the "
                         "callable's name); demo: the built-in scripted chat agent. The first "
                         "one also answers useChat at /api/chat")
+    p.add_argument("--app-dir", default=".", metavar="DIR",
+                   help="look for --agent modules in DIR first, as uvicorn's --app-dir "
+                        "(default: the current directory)")
     p.add_argument("--run-lease", type=float, default=30.0, metavar="SECONDS",
                    help="seconds before the runs of a dead worker end WORKER_LOST (default 30)")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
@@ -290,10 +295,18 @@ def _run_serve(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..runs import load_agent
 
+    # as uvicorn does with --app-dir: `--agent mymod:fn` finds mymod.py in the folder serve
+    # runs in even when started as a console script (whose sys.path starts at its own bin/)
+    app_dir = os.path.abspath(args.app_dir)
+    if not os.path.isdir(app_dir):
+        raise CommandLineError(f"--app-dir {args.app_dir} is not a directory")
+    sys.path.insert(0, app_dir)
     try:
         args.agents = [load_agent(spec) for spec in args.agent]
     except UsageError as exc:
-        raise CommandLineError(str(exc)) from exc
+        where = (f" (looked in --app-dir {app_dir} first)"
+                 if isinstance(exc.__cause__, ModuleNotFoundError) else "")
+        raise CommandLineError(f"{exc}{where}") from exc
     token = args.token or os.environ.get("STREAMWIRE_TOKEN") or ""
     source = "--token" if args.token else "$STREAMWIRE_TOKEN"
     if not token:
