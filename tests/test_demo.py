@@ -60,6 +60,29 @@ def test_ctrl_c_stops_the_whole_demo_quietly_with_130() -> None:
     assert err == ""
 
 
+def test_demo_piped_into_head_stops_quietly() -> None:
+    # `streamwire demo | head -n 1`: the reader goes away, the demo stops following and shuts
+    # its server down the ordinary way (no traceback from it either)
+    demo = subprocess.Popen([sys.executable, "-m", "streamwire.cli", "demo"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert demo.stdout is not None
+    assert demo.stderr is not None
+    head = subprocess.Popen(["head", "-n", "1"], stdin=demo.stdout, stdout=subprocess.PIPE)
+    demo.stdout.close()
+    try:
+        shown, _ = head.communicate(timeout=30)
+        err = demo.stderr.read().decode()
+        assert demo.wait(30) == 1
+    finally:
+        for proc in (demo, head):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        demo.stderr.close()
+    assert shown.decode().startswith("  [embedded server on 127.0.0.1:")
+    assert err == ""
+
+
 def test_demo_reports_bad_arguments() -> None:
     done = subprocess.run([sys.executable, "-m", "streamwire.cli", "demo", "--delay", "soon"],
                           capture_output=True, text=True, timeout=60, check=False)

@@ -8,13 +8,16 @@ subcommands have their own dependencies, and ``from streamwire.cli import main``
 stack.
 
 Exit status, in every subcommand: 0 done, 1 failed, 2 usage error (one line on stderr,
-``streamwire CMD: error: ...``, no traceback), 130 Ctrl-C (quietly, wherever it lands).
+``streamwire CMD: error: ...``, no traceback), 130 Ctrl-C (quietly, wherever it lands). A reader
+that goes away (``| head``) ends the command quietly with 1, as the Python documentation
+recommends for SIGPIPE.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -40,6 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(list(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        return 1
 
 
 def plain_help(text: str | None) -> str:
@@ -78,3 +84,13 @@ def _configure(parser: argparse.ArgumentParser,
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     module.configure(parser)
     return cast(Callable[[argparse.Namespace], int], module.run)
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe, point stdout at devnull: the flush at exit must not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (stdout replaced in-process)
+        pass

@@ -170,6 +170,7 @@ async def _run(args: argparse.Namespace, out: _Printer, interrupt: _Interrupt) -
                                  retry=RetryPolicy(backoff_initial=0.15, backoff_max=0.3))
     received: list[tuple[int, str]] = []
     failure: StreamwireError | None = None
+    gone: BrokenPipeError | None = None
     run: AsyncRun[Message[Chat, Any] | None] | None = None
     status: dict[str, Any] = {}
 
@@ -194,16 +195,21 @@ async def _run(args: argparse.Namespace, out: _Printer, interrupt: _Interrupt) -
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
-        out.note(f"embedded server on 127.0.0.1:{port} serving the agent 'reply'")
         try:
             # Ctrl-C ends the demo, not only its server: stop following, then shut the server
-            # down the ordinary way (its lifespan included), and exit 130.
+            # down the ordinary way (its lifespan included), and exit 130. So does the reader
+            # of stdout going away (`| head`), then the demo exits as main says.
             with interrupt.scope():
+                out.note(f"embedded server on 127.0.0.1:{port} serving the agent 'reply'")
                 await follow()
         except StreamwireError as exc:
             failure = exc
+        except BrokenPipeError as exc:
+            gone = exc
         finally:
             server.should_exit = True
+    if gone is not None:
+        raise gone
     if interrupt.asked:
         out.note("interrupted")
         return 130

@@ -11,11 +11,11 @@ with a growing delay (up to 30 s) and the message says how often it failed in a 
 
 The command ends on a terminal frame (exit 0 for ``end``, 1 for a final ``fail`` or
 ``truncated``), when a re-attach cap is reached (exit 1; ``--max-attempts``, ``--max-elapsed``), on
-an answer that is not an event stream (exit 1), on bad arguments (exit 2) or on Ctrl-C (exit 130,
-quietly). A plain SSE stream has no terminal frame, so it is followed like a browser's EventSource
-follows it: until it fails for good or ``--no-reconnect``. On a long replay a progress line
-(chunks replayed / head) is kept on stderr when it is a terminal, and plain lines are written when
-it is not.
+an answer that is not an event stream (exit 1), on bad arguments (exit 2), on Ctrl-C (exit 130,
+quietly) or when its reader goes away (``| head``: exit 1, quietly). A plain SSE stream has no
+terminal frame, so it is followed like a browser's EventSource follows it: until it fails for
+good or ``--no-reconnect``. On a long replay a progress line (chunks replayed / head) is kept on
+stderr when it is a terminal, and plain lines are written when it is not.
 """
 
 from __future__ import annotations
