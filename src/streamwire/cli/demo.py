@@ -36,7 +36,7 @@ from ..frames import ChunkCodec, RemoteOutcomeKind
 from ..log.memory import MemoryLog
 from ..runs import Completed, RunContext
 from ..server import create_app
-from ._options import CommandLineError, seconds
+from ._options import CommandLineError, seconds, whole_number
 
 __all__ = ["REPLY", "configure", "run"]
 
@@ -252,7 +252,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     """``demo``'s options."""
     p.add_argument("--delay", type=seconds, default=0.03, metavar="SECONDS",
                    help="seconds between the simulated model's words (default 0.03)")
-    p.add_argument("--cut-after", type=int, default=25, metavar="N",
+    p.add_argument("--cut-after", type=whole_number(1), default=25, metavar="N",
                    help="cut the connection after this many chunks (default 25)")
     p.add_argument("--outage", type=seconds, default=0.6, metavar="SECONDS",
                    help="seconds the network stays down after the cut (default 0.6)")
