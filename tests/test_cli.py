@@ -20,6 +20,7 @@ import anyio
 import httpx
 import pytest
 
+import streamwire
 from conftest import require
 from helpers.processes import Proc, frames_until_close, free_port, process, wait_up
 from streamwire.cli import main
@@ -30,6 +31,8 @@ pytestmark = pytest.mark.anyio
 BIN = Path(sys.executable).parent
 TOKEN = "test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+#: The tree under test (for PYTHONPATH in a folder of its own).
+SRC = Path(streamwire.__file__).resolve().parents[1]
 
 
 async def check_sigterm_drains(proc: Proc, base: str, *, grace: float = 5.0,
@@ -91,6 +94,45 @@ async def test_serve_without_a_token_generates_and_prints_one() -> None:
             assert ok.status_code == 200
     finally:
         assert proc.stop() == 0
+
+
+#: An agent module of a user's project, in its own folder (no package, nothing installed).
+AGENT_MODULE = """\
+from streamwire.chat import Chat
+from streamwire.runs import Completed, RunContext
+
+
+async def fn(run: RunContext[Chat]) -> Completed:
+    await run.emit(Chat.chunk({"chunk": "hello from mymod"}))
+    return Completed(output={"from": "mymod"})
+"""
+
+
+async def test_serve_agent_finds_the_module_in_the_folder_it_runs_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # as uvicorn finds an app: `streamwire serve --agent mymod:fn` run in mymod.py's folder, by
+    # the console script (its sys.path starts at its own bin/, not at the current directory),
+    # with PYTHONPATH naming the tree under test only
+    from streamwire.chat import Chat
+    from streamwire.client import AsyncDispatcher
+    from streamwire.frames import ChunkCodec, RemoteOutcomeKind
+
+    script = BIN / "streamwire"
+    require(script.exists(), f"needs the console script {script} (pip install -e .)")
+    (tmp_path / "mymod.py").write_text(AGENT_MODULE)
+    monkeypatch.chdir(tmp_path)
+    argv = [str(script), "serve", "--port", "0", "--token", TOKEN, "--agent", "mymod:fn"]
+    with process(argv, {"PYTHONPATH": str(SRC)}) as proc:
+        base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
+        async with httpx.AsyncClient(timeout=10) as client:
+            dispatcher = AsyncDispatcher(client, base, decode=ChunkCodec(Chat).decode,
+                                         headers=AUTH)
+            run = await dispatcher.start("fn", {})
+            with anyio.fail_after(15):
+                texts = [msg.data for msg in [m async for m in run] if msg is not None]
+    assert texts == [{"chunk": "hello from mymod"}]
+    assert run.outcome is not None
+    assert run.outcome.kind is RemoteOutcomeKind.COMPLETED
 
 
 def test_serve_refuses_an_unknown_log(capsys: pytest.CaptureFixture[str]) -> None:
@@ -165,7 +207,7 @@ async def test_granian_drains_on_sigterm() -> None:
 
 @pytest.mark.parametrize("command", ["demo", "tail"])
 def test_demo_and_tail_are_dispatched(command: str) -> None:
-    module = {"demo": "streamwire.demo", "tail": "streamwire.client.tail"}[command]
+    module = {"demo": "streamwire.cli.demo", "tail": "streamwire.cli.tail"}[command]
     require(importlib.util.find_spec(module) is not None, f"{module} is not there yet")
     with pytest.raises(SystemExit) as exited:
         main([command, "--help"])

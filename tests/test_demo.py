@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from helpers.chaos_proxy import ChaosConfig, ChaosProxy, ServerThread
-from streamwire.demo import REPLY
+from streamwire.cli.demo import REPLY
 
 
 def test_demo_resumes_the_reply_and_counts_the_replay() -> None:
@@ -57,6 +57,29 @@ def test_ctrl_c_stops_the_whole_demo_quietly_with_130() -> None:
             proc.wait()
     assert proc.returncode == 130
     assert "[interrupted]" in out
+    assert err == ""
+
+
+def test_demo_piped_into_head_stops_quietly() -> None:
+    # `streamwire demo | head -n 1`: the reader goes away, the demo stops following and shuts
+    # its server down the ordinary way (no traceback from it either)
+    demo = subprocess.Popen([sys.executable, "-m", "streamwire.cli", "demo"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert demo.stdout is not None
+    assert demo.stderr is not None
+    head = subprocess.Popen(["head", "-n", "1"], stdin=demo.stdout, stdout=subprocess.PIPE)
+    demo.stdout.close()
+    try:
+        shown, _ = head.communicate(timeout=30)
+        err = demo.stderr.read().decode()
+        assert demo.wait(30) == 1
+    finally:
+        for proc in (demo, head):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        demo.stderr.close()
+    assert shown.decode().startswith("  [embedded server on 127.0.0.1:")
     assert err == ""
 
 

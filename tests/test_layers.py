@@ -86,10 +86,10 @@ def test_imports_only_lower_layers(path: Path) -> None:
 
 def test_the_tree_shows_the_layers() -> None:
     packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").exists()}
-    assert {"server", "client", "log", "frames"} <= packages
+    assert {"server", "client", "log", "frames", "cli"} <= packages
     flat = {p.stem for p in SRC.glob("*.py")}
     assert not {m for m in flat if m.startswith(("_server", "_client"))}, "edges live in packages"
-    assert {"server", "client", "tail"}.isdisjoint(flat)
+    assert {"server", "client", "tail", "cli", "demo", "run_command"}.isdisjoint(flat)
 
 
 HEAVY = ("httpx", "starlette", "uvicorn", "anyio", "redis", "granian", "fastapi")

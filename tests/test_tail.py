@@ -208,6 +208,33 @@ def test_ctrl_c_exits_quietly_with_130(live: str) -> None:
     assert "Traceback" not in serving.stderr
 
 
+# -- a reader that goes away ----------------------------------------------------------------------------
+
+
+def test_piped_into_head_it_ends_quietly_when_head_has_enough(live: str) -> None:
+    # `streamwire tail URL | head -n 2`, a real pipe: once head exits, the next write hits a
+    # closed pipe, and tail ends at once without a traceback (as the Python docs recommend)
+    write(live, "many", 5_000)
+    tail = subprocess.Popen([*CLI, "tail", f"{live}/streams/many/sse"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert tail.stdout is not None
+    assert tail.stderr is not None
+    head = subprocess.Popen(["head", "-n", "2"], stdin=tail.stdout, stdout=subprocess.PIPE)
+    tail.stdout.close()  # head holds the read end alone: its exit closes the pipe
+    try:
+        shown, _ = head.communicate(timeout=30)
+        err = tail.stderr.read().decode()
+        assert tail.wait(30) == 1
+    finally:
+        for proc in (tail, head):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        tail.stderr.close()
+    assert shown.decode().splitlines() == ["chunk #1 0", "chunk #2 1"]
+    assert err == ""
+
+
 # -- progress on a long replay -------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""The ``streamwire`` command: ``serve`` a stream log over HTTP, ``demo``, ``tail``.
+"""``streamwire serve``: serve a stream log (and agents) over HTTP.
 
 ``streamwire serve --log memory|sqlite:PATH|redis://HOST:PORT/DB --host 127.0.0.1 --port 8000
 [--token TOKEN]`` serves ``streamwire.server``'s routes under uvicorn.
@@ -22,8 +22,10 @@ modules, app and routes start-up created are never scanned again by the garbage 
 
 ``--agent MODULE:CALLABLE`` (repeatable; ``demo`` for the built-in scripted chat agent) also
 serves the runs API (``POST /runs``, resume, stop, status, sse) for those agents; ``--run-lease``
-is the seconds after which a dead worker's runs end ``WORKER_LOST``. ``streamwire run`` starts a
-run and prints its reply live (``streamwire.run_command``).
+is the seconds after which a dead worker's runs end ``WORKER_LOST``. ``MODULE`` is imported as
+uvicorn imports an app: ``--app-dir`` (default: the current directory) comes first on the
+module search path, so ``streamwire serve --agent mymod:fn`` finds ``mymod.py`` in the folder it
+runs in. ``streamwire run`` starts a run and prints its reply live.
 """
 
 from __future__ import annotations
@@ -38,19 +40,16 @@ import os
 import secrets
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, cast
 
-from .log import StreamLog
+from ..log import StreamLog
+from ._options import CommandLineError, whole_number
 
-__all__ = ["app_from_env", "main", "open_log"]
+__all__ = ["app_from_env", "configure", "open_log", "run"]
 
-_USAGE_ERROR = 2
 _UVLOOP_HINT = "pip install 'streamwire[uvloop]'"
-#: The subcommands that parse their own arguments, and their modules.
-_SUBCOMMANDS = {"demo": "streamwire.demo", "tail": "streamwire.client.tail",
-                "run": "streamwire.run_command"}
 
 
 def _load(module: str, name: str) -> Any:
@@ -69,7 +68,7 @@ def open_log(spec: str, *, redis_prefix: str = "streamwire",
     """
     lease: dict[str, Any] = {} if writer_timeout is None else {"writer_timeout": writer_timeout}
     if spec == "memory":
-        from .log.memory import MemoryLog
+        from ..log.memory import MemoryLog
 
         return MemoryLog(**lease)
     if spec.startswith("sqlite:"):
@@ -92,7 +91,7 @@ def app_from_env() -> Any:
     streamwire.cli:app_from_env``, ``uvicorn --factory ...``), configured like ``serve`` by
     ``STREAMWIRE_LOG`` (default memory), ``STREAMWIRE_TOKEN`` (required: writes are never open),
     ``STREAMWIRE_PROTECT_READS=1`` and ``STREAMWIRE_CORS_ORIGINS`` (comma-separated)."""
-    from .server import bearer_token, create_app
+    from ..server import bearer_token, create_app
 
     token = os.environ.get("STREAMWIRE_TOKEN", "")
     if not token:
@@ -102,6 +101,11 @@ def app_from_env() -> Any:
     log = open_log(os.environ.get("STREAMWIRE_LOG", "memory"))
     return create_app(log, authorize=bearer_token(token, protect_reads=protect),
                       cors_origins=origins)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s options."""
+    _serve_options(parser)
 
 
 def _serve_options(p: argparse.ArgumentParser) -> None:
@@ -130,6 +134,9 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                    help="serve the runs API with this agent (repeatable; its name is the "
                         "callable's name); demo: the built-in scripted chat agent. The first "
                         "one also answers useChat at /api/chat")
+    p.add_argument("--app-dir", default=".", metavar="DIR",
+                   help="look for --agent modules in DIR first, as uvicorn's --app-dir "
+                        "(default: the current directory)")
     p.add_argument("--run-lease", type=float, default=30.0, metavar="SECONDS",
                    help="seconds before the runs of a dead worker end WORKER_LOST (default 30)")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
@@ -148,15 +155,8 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                         "is evicted and re-attaches (default 4 MiB)")
 
 
-def _at_least_one(text: str) -> int:
-    """An ``int`` >= 1 (argparse reports the error with the option's name and exits 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+#: An ``int`` >= 1 (argparse reports the error with the option's name and exits 2).
+_at_least_one = whole_number(1)
 
 
 def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -189,8 +189,8 @@ def _loop_line(choice: str) -> str:
 
 
 async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
-    from .runs import Runs
-    from .server import (
+    from ..runs import Runs
+    from ..server import (
         DEFAULT_MAX_BACKLOG_BYTES,
         DEFAULT_MAX_CONNECTIONS,
         DEFAULT_MAX_CONNECTIONS_PER_STREAM,
@@ -236,7 +236,7 @@ class _LogUnusable(Exception):
 async def _check_log(log: StreamLog, spec: str) -> None:
     """Read from the log once before serving: a log that cannot open its file or reach its
     server fails here, with the reason, rather than answering every request with 503."""
-    from .errors import StreamNotFoundError
+    from ..errors import StreamNotFoundError
 
     try:
         await log.info("streamwire-serve-startup-check")
@@ -273,6 +273,16 @@ def _startup_lines(args: argparse.Namespace, token_source: str) -> list[str]:
             f"writes: need the bearer token ({token_source}); reads: {reads}"]
 
 
+def run(args: argparse.Namespace) -> int:
+    """Serve until a signal; the exit status.
+
+    Raises:
+        CommandLineError: an option cannot work (unknown ``--log``, missing extra, an
+            ``--agent`` that cannot be imported, a token no HTTP client could send).
+    """
+    return _run_serve(args)
+
+
 def _run_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -281,29 +291,34 @@ def _run_serve(args: argparse.Namespace) -> int:
         log = open_log(args.log, redis_prefix=args.redis_prefix,
                        writer_timeout=args.writer_timeout)
     except (ValueError, ImportError) as exc:
-        print(f"streamwire serve: {exc}", file=sys.stderr)
-        return _USAGE_ERROR
-    from .errors import UsageError
-    from .runs import load_agent
+        raise CommandLineError(str(exc)) from exc
+    from ..errors import UsageError
+    from ..runs import load_agent
 
+    # as uvicorn does with --app-dir: `--agent mymod:fn` finds mymod.py in the folder serve
+    # runs in even when started as a console script (whose sys.path starts at its own bin/)
+    app_dir = os.path.abspath(args.app_dir)
+    if not os.path.isdir(app_dir):
+        raise CommandLineError(f"--app-dir {args.app_dir} is not a directory")
+    sys.path.insert(0, app_dir)
     try:
         args.agents = [load_agent(spec) for spec in args.agent]
     except UsageError as exc:
-        print(f"streamwire serve: {exc}", file=sys.stderr)
-        return _USAGE_ERROR
+        where = (f" (looked in --app-dir {app_dir} first)"
+                 if isinstance(exc.__cause__, ModuleNotFoundError) else "")
+        raise CommandLineError(f"{exc}{where}") from exc
     token = args.token or os.environ.get("STREAMWIRE_TOKEN") or ""
     source = "--token" if args.token else "$STREAMWIRE_TOKEN"
     if not token:
         token, source = secrets.token_urlsafe(24), "generated, printed above"
         print(f"streamwire serve: no --token given; writes need: Authorization: Bearer {token}",
               file=sys.stderr, flush=True)
-    from .server import bearer_token
+    from ..server import bearer_token
 
     try:
         bearer_token(token)  # refuses a token no HTTP client could send
     except ValueError as exc:
-        print(f"streamwire serve: --token: {exc}", file=sys.stderr)
-        return _USAGE_ERROR
+        raise CommandLineError(f"--token: {exc}") from exc
     for line in _startup_lines(args, source):
         print(f"streamwire serve: {line}", file=sys.stderr, flush=True)
     # uvicorn re-raises the signal it shut down on once it is done, to die of it; a stop asked
@@ -323,46 +338,3 @@ def _run_serve(args: argparse.Namespace) -> int:
 def _exit_cleanly(signum: int, frame: FrameType | None) -> None:
     # Ctrl-C exits 130 as everywhere in the CLI (after the same drain); SIGTERM is a clean stop.
     raise SystemExit(130 if signum == signal.SIGINT else 0)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``streamwire`` console script; returns the exit status (130 after
-    Ctrl-C, quietly, wherever it lands: an import, argument parsing or a subcommand)."""
-    try:
-        return _main(list(sys.argv[1:] if argv is None else argv))
-    except KeyboardInterrupt:
-        return 130
-
-
-def plain_help(text: str | None) -> str:
-    """Help text without the source markup of docstrings (every subcommand's ``--help``)."""
-    return (text or "").replace("``", "")
-
-
-def _main(argv: list[str]) -> int:
-    # demo and tail own their arguments (streamwire.demo / streamwire.client.tail parse them).
-    if argv and argv[0] in _SUBCOMMANDS:
-        # imported lazily: the subcommands are separate modules with their own dependencies
-        command = cast(Callable[[list[str]], int], _load(_SUBCOMMANDS[argv[0]], "main"))
-        return command(argv[1:])
-    parser = argparse.ArgumentParser(prog="streamwire",
-                                     description="Typed, resumable Server-Sent Events.")
-    parser.add_argument("--version", action="version",
-                        version=f"streamwire {_load('streamwire', '__version__')}")
-    sub = parser.add_subparsers(dest="command", metavar="{serve,demo,tail,run}")
-    _serve_options(sub.add_parser(
-        "serve", help="serve stream logs over HTTP (wire v2)", description=plain_help(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter))
-    sub.add_parser("demo", help="stream a simulated reply, cut it midway and resume it", add_help=False)
-    sub.add_parser("tail", help="print the events of an SSE or wire v2 stream", add_help=False)
-    sub.add_parser("run", help="start a run and print its reply live, or --status RUN_ID",
-                   add_help=False)
-    args = parser.parse_args(argv)
-    if args.command != "serve":
-        parser.print_help(sys.stderr)
-        return _USAGE_ERROR
-    return _run_serve(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,36 +7,38 @@ the run's stream, and prints it as it arrives from ``/runs/{id}/sse``; midway th
 own connection and takes the network down for a moment while the agent keeps writing. The
 dispatcher re-attaches with ``Last-Event-ID``, the server replays what was missed, and the demo
 checks that every chunk arrived exactly once, in order, says how many were replayed, and prints
-the run's outcome and its ``/status``.
+the run's outcome and its ``/status``. Exit status: 0 when every chunk arrived exactly once, in
+order; 1 otherwise; 2 usage error; 130 Ctrl-C (the demo stops following, then shuts its server
+down the ordinary way).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import secrets
-import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator
 from typing import Any, TextIO
 
 import anyio
 import httpx
 import uvicorn
+from anyio.from_thread import start_blocking_portal
 
-from .chat import Chat
-from .client import AsyncDispatcher, AsyncRun, RetryPolicy
-from .contract import Message, is_event
-from .errors import StreamwireError
-from .frames import ChunkCodec, RemoteOutcomeKind
-from .log.memory import MemoryLog
-from .runs import Completed, RunContext
-from .server import create_app
+from ..chat import Chat
+from ..client import AsyncDispatcher, AsyncRun, RetryPolicy
+from ..contract import Message, is_event
+from ..errors import StreamwireError
+from ..frames import ChunkCodec, RemoteOutcomeKind
+from ..log.memory import MemoryLog
+from ..runs import Completed, RunContext
+from ..server import create_app
+from ._options import CommandLineError, seconds, whole_number
 
-__all__ = ["main"]
+__all__ = ["REPLY", "configure", "run"]
 
 REPLY = (
     "Server-Sent Events are a plain HTTP response that never ends, which is exactly why they "
@@ -126,23 +128,36 @@ async def reply(run: RunContext[Chat]) -> Completed:
                      usage={"inputTokens": 42, "outputTokens": len(words)})
 
 
-class _QuietServer(uvicorn.Server):
-    """The embedded server leaves Ctrl-C to the demo: it stops the whole demo (exit 130, as
-    everywhere in the CLI), not only the server while the client goes on retrying it."""
+class _Interrupt:
+    """Ctrl-C, handed by the main thread to the demo's event loop (``portal.call(.now)``): it
+    stops the whole demo (exit 130, as everywhere in the CLI), not only its server while the
+    client goes on retrying it."""
 
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None]:
-        yield
+    def __init__(self) -> None:
+        self.asked = False
+        self._scope: anyio.CancelScope | None = None
+
+    def now(self) -> None:
+        self.asked = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    def scope(self) -> anyio.CancelScope:
+        """The scope Ctrl-C cancels (already cancelled if Ctrl-C came first)."""
+        self._scope = anyio.CancelScope()
+        if self.asked:
+            self._scope.cancel()
+        return self._scope
 
 
-async def _run(args: argparse.Namespace, out: _Printer) -> int:
+async def _run(args: argparse.Namespace, out: _Printer, interrupt: _Interrupt) -> int:
     words = [w + " " for w in REPLY.split(" ")]
     words[-1] = words[-1].rstrip()
     log = MemoryLog()
     token = secrets.token_urlsafe(16)  # the demo's own dispatcher is the only writer
     app = create_app(log, token=token, agents=[reply])
-    server = _QuietServer(uvicorn.Config(app, host="127.0.0.1", port=0,
-                                         log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
+                                           access_log=False, lifespan="on"))
     # Bound and listening before uvicorn starts: the port is known at once and a connection
     # made while uvicorn starts up waits in the backlog.
     sock = socket.create_server(("127.0.0.1", 0))
@@ -155,9 +170,9 @@ async def _run(args: argparse.Namespace, out: _Printer) -> int:
                                  retry=RetryPolicy(backoff_initial=0.15, backoff_max=0.3))
     received: list[tuple[int, str]] = []
     failure: StreamwireError | None = None
+    gone: BrokenPipeError | None = None
     run: AsyncRun[Message[Chat, Any] | None] | None = None
     status: dict[str, Any] = {}
-    interrupted = False
 
     async def follow() -> None:
         nonlocal run, status
@@ -178,29 +193,24 @@ async def _run(args: argparse.Namespace, out: _Printer) -> int:
                     transport.cut(args.outage)
             status = await dispatcher.status(run.run_id)
 
-    async def stop_on_ctrl_c(scope: anyio.CancelScope) -> None:
-        # Ctrl-C ends the demo, not only its server: stop following, then shut the server down
-        # the ordinary way (its lifespan included), and exit 130 like the rest of the CLI.
-        nonlocal interrupted
-        with anyio.open_signal_receiver(signal.SIGINT) as signals:
-            async for _ in signals:
-                interrupted = True
-                scope.cancel()
-                return
-
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve, [sock])
-        out.note(f"embedded server on 127.0.0.1:{port} serving the agent 'reply'")
         try:
-            async with anyio.create_task_group() as demo:
-                demo.start_soon(stop_on_ctrl_c, demo.cancel_scope)
+            # Ctrl-C ends the demo, not only its server: stop following, then shut the server
+            # down the ordinary way (its lifespan included), and exit 130. So does the reader
+            # of stdout going away (`| head`), then the demo exits as main says.
+            with interrupt.scope():
+                out.note(f"embedded server on 127.0.0.1:{port} serving the agent 'reply'")
                 await follow()
-                demo.cancel_scope.cancel()
         except StreamwireError as exc:
             failure = exc
+        except BrokenPipeError as exc:
+            gone = exc
         finally:
             server.should_exit = True
-    if interrupted:
+    if gone is not None:
+        raise gone
+    if interrupt.asked:
         out.note("interrupted")
         return 130
     if failure is not None or run is None:
@@ -238,23 +248,34 @@ def _summary(out: _Printer, received: list[tuple[int, str]], words: list[str],
     return 0
 
 
-def main(argv: list[str]) -> int:
-    """Run the demo; 0 when every chunk arrived exactly once, in order."""
-    parser = argparse.ArgumentParser(prog="streamwire demo", description="A resumed LLM reply, end to end.")
-    parser.add_argument("--delay", type=float, default=0.03,
-                        help="seconds between the simulated model's words (default 0.03)")
-    parser.add_argument("--cut-after", type=int, default=25,
-                        help="cut the connection after this many chunks (default 25)")
-    parser.add_argument("--outage", type=float, default=0.6,
-                        help="seconds the network stays down after the cut (default 0.6)")
-    args = parser.parse_args(argv)
+def configure(p: argparse.ArgumentParser) -> None:
+    """``demo``'s options."""
+    p.add_argument("--delay", type=seconds, default=0.03, metavar="SECONDS",
+                   help="seconds between the simulated model's words (default 0.03)")
+    p.add_argument("--cut-after", type=whole_number(1), default=25, metavar="N",
+                   help="cut the connection after this many chunks (default 25)")
+    p.add_argument("--outage", type=seconds, default=0.6, metavar="SECONDS",
+                   help="seconds the network stays down after the cut (default 0.6)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; 0 when every chunk arrived exactly once, in order.
+
+    Raises:
+        CommandLineError: ``--cut-after`` is not inside the reply.
+    """
     words = len(REPLY.split(" "))
     if not 0 < args.cut_after < words:
-        parser.error(f"--cut-after must be between 1 and {words - 1} (the reply has {words} words)")
-    if args.delay < 0 or args.outage < 0:
-        parser.error("--delay and --outage must be >= 0")
-    return anyio.run(_run, args, _Printer(sys.stdout))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+        raise CommandLineError(f"--cut-after must be between 1 and {words - 1} "
+                               f"(the reply has {words} words)")
+    out, interrupt = _Printer(sys.stdout), _Interrupt()
+    # The demo's event loop runs in a thread of its own, so Ctrl-C stays with the main thread
+    # (uvicorn, like Python, handles signals on the main thread only): the main thread hands it
+    # to the demo, which stops following, shuts its server down and says so.
+    with start_blocking_portal() as portal:
+        done = portal.start_task_soon(_run, args, out, interrupt)
+        try:
+            return done.result()
+        except KeyboardInterrupt:
+            portal.call(interrupt.now)
+            return done.result()

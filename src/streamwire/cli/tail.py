@@ -11,11 +11,11 @@ with a growing delay (up to 30 s) and the message says how often it failed in a 
 
 The command ends on a terminal frame (exit 0 for ``end``, 1 for a final ``fail`` or
 ``truncated``), when a re-attach cap is reached (exit 1; ``--max-attempts``, ``--max-elapsed``), on
-an answer that is not an event stream (exit 1), on bad arguments (exit 2) or on Ctrl-C (exit 130,
-quietly). A plain SSE stream has no terminal frame, so it is followed like a browser's EventSource
-follows it: until it fails for good or ``--no-reconnect``. On a long replay a progress line
-(chunks replayed / head) is kept on stderr when it is a terminal, and plain lines are written when
-it is not.
+an answer that is not an event stream (exit 1), on bad arguments (exit 2), on Ctrl-C (exit 130,
+quietly) or when its reader goes away (``| head``: exit 1, quietly). A plain SSE stream has no
+terminal frame, so it is followed like a browser's EventSource follows it: until it fails for
+good or ``--no-reconnect``. On a long replay a progress line (chunks replayed / head) is kept on
+stderr when it is a terminal, and plain lines are written when it is not.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +31,17 @@ from typing import Any, Final, TextIO
 import httpx
 import msgspec
 
+from ..client._base import LOGGER, read_head
+from ..client._core import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    Backoff,
+    RetryPolicy,
+    describe,
+    is_event_stream,
+    request_headers,
+    response_error,
+)
 from ..errors import StreamDropError, StreamFailedError, StreamTruncatedError, StreamwireError
 from ..frames import (
     CaughtUpFrame,
@@ -45,23 +55,12 @@ from ..frames import (
     TruncatedFrame,
     UnknownFrame,
 )
-from ._base import LOGGER, read_head
-from ._core import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_IDLE_TIMEOUT,
-    Backoff,
-    RetryPolicy,
-    describe,
-    is_event_stream,
-    request_headers,
-    response_error,
-)
+from ._options import add_token, http_url, seconds, token, whole_number
 
-__all__ = ["main"]
+__all__ = ["configure", "run"]
 
 _COLOURS: Final = {"chunk": "", "caught-up": "36", "rewound": "33", "end": "32", "fail": "31",
                    "truncated": "31", "event": "35"}
-_USAGE: Final = 2
 #: A replay shorter than this (seconds) shows no progress; then it is redrawn at most this often.
 _PROGRESS_AFTER: Final = 0.25
 #: When stderr is not a terminal, a plain progress line at most this often (seconds).
@@ -342,68 +341,45 @@ def _header(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="streamwire tail",
-                                description="Print the events of an SSE or wire v2 stream, "
-                                            "re-attaching on drops.")
-    p.add_argument("url", help="the stream URL (e.g. http://127.0.0.1:8000/streams/ID/sse)")
+def configure(p: argparse.ArgumentParser) -> None:
+    """``tail``'s options."""
+    p.add_argument("url", type=http_url,
+                   help="the stream URL (e.g. http://127.0.0.1:8000/streams/ID/sse)")
     p.add_argument("--json", action="store_true", help="one JSON object per event, per line")
-    p.add_argument("--cursor", type=int, default=0, help="start after this sequence (default 0)")
-    p.add_argument("--token", default=None,
-                   help="send Authorization: Bearer TOKEN (default: $STREAMWIRE_TOKEN, if set)")
+    p.add_argument("--cursor", type=whole_number(0), default=0,
+                   help="start after this sequence (default 0)")
+    add_token(p, "sent as Authorization: Bearer TOKEN")
     p.add_argument("-H", "--header", type=_header, action="append", default=[],
                    metavar="NAME:VALUE", help="an extra request header (repeatable)")
-    p.add_argument("--idle-timeout", type=float, default=DEFAULT_IDLE_TIMEOUT,
+    p.add_argument("--idle-timeout", type=seconds, default=DEFAULT_IDLE_TIMEOUT,
+                   metavar="SECONDS",
                    help=f"seconds without a byte before a drop (default {DEFAULT_IDLE_TIMEOUT:g})")
-    p.add_argument("--max-attempts", type=int, default=10,
+    p.add_argument("--max-attempts", type=whole_number(0), default=10,
                    help="re-attaches in a row without progress before giving up "
                         "(default 10; 0: never give up)")
-    p.add_argument("--max-elapsed", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--max-elapsed", type=seconds, default=0.0, metavar="SECONDS",
                    help="seconds without progress before giving up (default 0: no limit)")
     p.add_argument("--no-reconnect", action="store_true", help="exit on the first drop")
-    return p
 
 
-def _check(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Refuse what can never work, at once (``p.error`` exits with status 2)."""
-    url: str = args.url
-    if not url.lower().startswith(("http://", "https://")):
-        bare = url.split("://", 1)[-1]
-        p.error(f"the URL must start with http:// or https://, not {url!r} "
-                f"(did you mean http://{bare}?)")
-    if args.cursor < 0 or args.max_attempts < 0 or args.max_elapsed < 0:
-        p.error("--cursor, --max-attempts and --max-elapsed must be >= 0")
-    token = args.token if args.token is not None else os.environ.get("STREAMWIRE_TOKEN", "")
-    headers = dict(args.header)
-    if token:
-        if not token.isascii() or not token.isprintable():
-            p.error("the token (--token or $STREAMWIRE_TOKEN) must be printable ASCII: an HTTP "
-                    "header cannot carry anything else")
-        headers = {"Authorization": f"Bearer {token}", **headers}
-    args.headers = headers
+def run(args: argparse.Namespace) -> int:
+    """Tail the stream at ``args.url``; the exit status.
 
-
-def main(argv: list[str]) -> int:
-    """Tail the stream at the URL in ``argv``; return the exit code."""
+    Raises:
+        CommandLineError: a token no header can carry.
+    """
+    bearer = token(args)
+    auth = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+    args.headers = {**auth, **dict(args.header)}
+    out = _Out(sys.stdout, sys.stderr, as_json=args.json, colour=sys.stdout.isatty())
+    handler = _SayHandler(out)
+    LOGGER.addHandler(handler)
+    LOGGER.setLevel(logging.INFO)
+    LOGGER.propagate = False
     try:
-        p = _parser()
-        args = p.parse_args(argv)
-        _check(p, args)
-        out = _Out(sys.stdout, sys.stderr, as_json=args.json, colour=sys.stdout.isatty())
-        handler = _SayHandler(out)
-        LOGGER.addHandler(handler)
-        LOGGER.setLevel(logging.INFO)
-        LOGGER.propagate = False
-        try:
-            with httpx.Client() as client:
-                return _Tail(args, out).run(client)
-        finally:
-            LOGGER.removeHandler(handler)
-            LOGGER.propagate = True
-            out.clear()
-    except KeyboardInterrupt:
-        return 130
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+        with httpx.Client() as client:
+            return _Tail(args, out).run(client)
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.propagate = True
+        out.clear()

@@ -4,29 +4,28 @@
 run id chosen here), prints the text of the ``Chat`` events as it arrives (reasoning and progress
 as dim notes on a terminal), re-attaches after a drop, and ends with one line giving the outcome.
 ``streamwire run URL --status RUN_ID`` prints a run's status as JSON; ``--follow RUN_ID`` follows a
-run started elsewhere; ``--stop RUN_ID`` stops one. Writes send ``Authorization: Bearer`` with
+run started elsewhere; ``--stop RUN_ID`` stops one. Requests send ``Authorization: Bearer`` with
 ``--token`` (default ``$STREAMWIRE_TOKEN``). Exit status: 0 completed, 3 stopped (paused or
-interrupted), 1 failed or not settled, 2 usage error.
+interrupted), 1 failed or not settled, 2 usage error, 130 Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any, TextIO
 
 import httpx
 
-from .chat import Chat
-from .cli import plain_help
-from .client import Dispatcher, Run
-from .contract import Message, is_event
-from .errors import StreamwireError
-from .frames import ChunkCodec, RemoteOutcomeKind
+from ..chat import Chat
+from ..client import Dispatcher, Run
+from ..contract import Message, is_event
+from ..errors import StreamwireError
+from ..frames import ChunkCodec, RemoteOutcomeKind
+from ._options import CommandLineError, add_token, http_url, token
 
-__all__ = ["main"]
+__all__ = ["configure", "run"]
 
 _EXIT: dict[RemoteOutcomeKind, int] = {RemoteOutcomeKind.COMPLETED: 0,
                                         RemoteOutcomeKind.STOPPED: 3}
@@ -39,7 +38,7 @@ def _show(msg: Message[Chat, Any] | None, out: TextIO, err: TextIO) -> None:
         out.write(msg.data["chunk"])
         out.flush()
     elif is_event(msg, Chat.reasoning):
-        text = msg.data["chunk"] if "chunk" in msg.data else "\n"  # noqa: SIM401 - narrows the union
+        text = msg.data["chunk"] if "chunk" in msg.data else "\n"  # noqa: SIM401 - narrows
         err.write(f"\x1b[2m{text}\x1b[0m" if err.isatty() else text)
         err.flush()
 
@@ -53,27 +52,37 @@ def _follow(run: Run[Message[Chat, Any] | None], out: TextIO, err: TextIO) -> in
     return _EXIT.get(outcome.kind, 1)
 
 
-def main(argv: list[str]) -> int:
-    """Run the command; the exit status."""
-    parser = argparse.ArgumentParser(prog="streamwire run", description=plain_help(__doc__),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("url", help="the server, e.g. http://127.0.0.1:8000")
-    parser.add_argument("agent", nargs="?", help="the agent to start")
-    parser.add_argument("--input", default="{}", help="the run's input as JSON (default {})")
-    parser.add_argument("--run-id", default=None, help="the run id (default: a random one)")
-    parser.add_argument("--status", metavar="RUN_ID", help="print a run's status and exit")
-    parser.add_argument("--follow", metavar="RUN_ID", help="follow a run started elsewhere")
-    parser.add_argument("--stop", metavar="RUN_ID", help="stop a run and print its status")
-    parser.add_argument("--token", default=os.environ.get("STREAMWIRE_TOKEN"),
-                        help="bearer token (default $STREAMWIRE_TOKEN)")
-    args = parser.parse_args(argv)
+def _json(text: str) -> Any:
+    """An argparse type: a JSON value."""
     try:
-        run_input = json.loads(args.input)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        parser.error(f"--input is not JSON: {exc}")
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    """``run``'s options."""
+    p.add_argument("url", type=http_url, help="the server, e.g. http://127.0.0.1:8000")
+    p.add_argument("agent", nargs="?", help="the agent to start")
+    p.add_argument("--input", type=_json, default="{}", metavar="JSON",
+                   help="the run's input as JSON (default {})")
+    p.add_argument("--run-id", default=None, help="the run id (default: a random one)")
+    p.add_argument("--status", metavar="RUN_ID", help="print a run's status and exit")
+    p.add_argument("--follow", metavar="RUN_ID", help="follow a run started elsewhere")
+    p.add_argument("--stop", metavar="RUN_ID", help="stop a run and print its status")
+    add_token(p, "sent as Authorization: Bearer TOKEN")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Start, follow, stop or ask about a run; the exit status.
+
+    Raises:
+        CommandLineError: nothing to do (no agent and no run id), a token no header can carry.
+    """
     if not (args.agent or args.status or args.follow or args.stop):
-        parser.error("give an AGENT to start, or --status / --follow / --stop RUN_ID")
-    headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+        raise CommandLineError("give an AGENT to start, or --status / --follow / --stop RUN_ID")
+    bearer = token(args)
+    headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
     out, err = sys.stdout, sys.stderr
     with httpx.Client() as client:
         dispatcher = Dispatcher(client, args.url, decode=ChunkCodec(Chat).decode, headers=headers)
@@ -85,15 +94,9 @@ def main(argv: list[str]) -> int:
                 return 0
             if args.follow:
                 return _follow(dispatcher.follow(args.follow), out, err)
-            run = dispatcher.start(args.agent, run_input, run_id=args.run_id)
-            err.write(f"[run {run.run_id} started]\n")
-            return _follow(run, out, err)
+            started = dispatcher.start(args.agent, args.input, run_id=args.run_id)
+            err.write(f"[run {started.run_id} started]\n")
+            return _follow(started, out, err)
         except (StreamwireError, httpx.HTTPError) as exc:
             err.write(f"streamwire run: {type(exc).__name__}: {exc}\n")
             return 1
-        except KeyboardInterrupt:
-            return 130
-
-
-if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
