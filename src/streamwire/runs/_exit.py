@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 import msgspec
 
 from ._context import AgentError, Completed, Paused
 from ._record import RunStatus
 
-__all__ = ["AGENT_ERROR", "INVALID_OUTCOME", "MAX_OUTCOME_DEPTH", "agent_error_fields",
-           "settlement"]
+__all__ = ["AGENT_ERROR", "INVALID_OUTCOME", "MAX_OUTCOME_DEPTH", "Settlement",
+           "agent_error_fields", "settlement"]
 
 #: ``errorDetail.code`` of a run whose agent raised (anything but a well-formed ``AgentError``).
 AGENT_ERROR: Final = "AGENT_ERROR"
@@ -44,6 +44,15 @@ _ENCODER: Final = msgspec.json.Encoder()
 Fields = dict[str, Any]
 
 
+class Settlement(NamedTuple):
+    """How a run settles: its status, its terminal's fields, and (when the agent returned an
+    invalid outcome) what is wrong with it, for the server's log: internal text allowed there."""
+
+    status: RunStatus
+    fields: Fields
+    problem: str | None = None
+
+
 class _Invalid(Exception):
     """The outcome's ``field`` is not valid: ``reason`` says how (no value in it)."""
 
@@ -54,20 +63,19 @@ class _Invalid(Exception):
         self.cause = cause
 
 
-def settlement(result: Any, error: BaseException | None, *,
-               expose_errors: bool) -> tuple[RunStatus, Fields]:
-    """The status and terminal fields of a run whose agent raised ``error`` (not None) or
-    returned ``result``. Never raises."""
+def settlement(result: Any, error: BaseException | None, *, expose_errors: bool) -> Settlement:
+    """How a run settles whose agent raised ``error`` (not None) or returned ``result``.
+    Never raises."""
     if error is not None:
-        return "failed", agent_error_fields(error, expose_errors=expose_errors)
+        return Settlement("failed", agent_error_fields(error, expose_errors=expose_errors))
     try:
         return _checked(result)
     except _Invalid as invalid:
         text = f"the agent returned an invalid outcome: {invalid.reason}"
-        if expose_errors and invalid.cause:
-            text += f" ({invalid.cause[:_MAX_EXPOSED_TEXT]})"
-        return "failed", {"error": text, "recoverable": False,
-                          "error_detail": {"code": INVALID_OUTCOME, "field": invalid.field}}
+        cause = f" ({invalid.cause[:_MAX_EXPOSED_TEXT]})" if invalid.cause else ""
+        return Settlement("failed", {
+            "error": text + cause if expose_errors else text, "recoverable": False,
+            "error_detail": {"code": INVALID_OUTCOME, "field": invalid.field}}, text + cause)
 
 
 def agent_error_fields(error: BaseException, *, expose_errors: bool) -> Fields:
@@ -104,13 +112,13 @@ def _text_of(error: BaseException) -> str:
         return "(its text could not be read)"
 
 
-def _checked(result: Any) -> tuple[RunStatus, Fields]:
+def _checked(result: Any) -> Settlement:
     try:
         if isinstance(result, Paused):
-            return "paused", {"state": _json(result.state, "state")}
+            return Settlement("paused", {"state": _json(result.state, "state")})
         done = result if isinstance(result, Completed) else Completed(result)
-        return "completed", {"output": _json(done.output, "output"),
-                             "usage": _usage(done.usage)}
+        return Settlement("completed", {"output": _json(done.output, "output"),
+                                        "usage": _usage(done.usage)})
     except _Invalid:
         raise
     except Exception as exc:  # the returned object fought being looked at
