@@ -8,12 +8,15 @@ same, and the server keeps serving every other run and stream."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import AsyncIterator
+from types import MappingProxyType
 from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 
 from helpers import runs_agents as agents
@@ -27,6 +30,8 @@ from streamwire.frames import (
     UnknownFrame,
     decode_stream_frame,
 )
+from streamwire.runs import AgentError, Completed, Paused
+from streamwire.runs._exit import settlement
 from streamwire.sse import SSEDecoder
 
 pytestmark = pytest.mark.anyio
@@ -222,3 +227,79 @@ def test_sys_exit_in_an_agent_does_not_exit_the_server_process(backend: Backend)
             body = client.get("/runs/y/sse").text
             assert body.count("event: end") == 1
             assert '"completed"' in body
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis"], indirect=True)
+async def test_a_shutdown_is_still_a_shutdown_whatever_the_agent_raises(
+        backend: Backend) -> None:
+    with serving(backend.factory, [hostile.raises_when_stopped]) as first:
+        async with httpx.AsyncClient(base_url=first.base, timeout=10) as client:
+            await _start(client, "raises_when_stopped", "r", {"raise": "cancelled"})
+            async with client.stream("GET", "/runs/r/sse") as live:
+                assert isinstance(await _next(_frames(live)), ChunkFrame)
+    with serving(backend.factory, [hostile.raises_when_stopped]) as second:
+        async with httpx.AsyncClient(base_url=second.base, timeout=10) as client:
+            status = (await client.get("/runs/r/status")).json()
+            frames, _ = await _read(client, "/runs/r/sse")
+    assert status["status"] == "failed"
+    assert status["errorDetail"] == {"code": "WORKER_SHUTDOWN"}
+    assert status["recoverable"] is True
+    (fail,) = _terminals(frames)
+    assert isinstance(fail, FailFrame)
+    assert fail.error_detail == {"code": "WORKER_SHUTDOWN"}
+
+
+class TestSettlement:
+    """``_exit.settlement`` alone (sans-I/O): what each exit becomes."""
+
+    def test_outcomes_come_back_as_json_gives_them(self) -> None:
+        status, fields, problem = settlement(
+            Completed(output={1: (1, 2)}, usage=MappingProxyType({"inputTokens": 2.5})), None,
+            expose_errors=False)
+        assert (status, problem) == ("completed", None)
+        assert fields == {"output": {"1": [1, 2]}, "usage": {"inputTokens": 2.5}}
+        assert settlement(Paused(None), None, expose_errors=False).fields == {"state": None}
+        assert settlement("text", None, expose_errors=False).fields == {
+            "output": "text", "usage": None}
+
+    @pytest.mark.parametrize(("result", "field"), [
+        (Completed(usage={"inputTokens": True}), "usage"),
+        (Completed(usage={"inputTokens": math.nan}), "usage"),
+        (Completed(usage={"inputTokens": None}), "usage"),
+        (Completed(usage={"details": {"cached": 1}}), "usage"),
+        (Completed(usage={(1, 2): 3}), "usage"),
+        (Paused(state={"s": {1, object()}}), "state"),
+        (Completed(output=msgspec.Raw(b"{not json")), "output"),
+        (Completed(output="\ud800"), "output"),
+    ], ids=["bool", "nan", "null", "nested", "tuple-key", "state", "raw", "surrogate"])
+    def test_an_invalid_outcome_names_its_field(self, result: Any, field: str) -> None:
+        status, fields, problem = settlement(result, None, expose_errors=False)
+        assert status == "failed"
+        assert fields["error_detail"] == {"code": "INVALID_OUTCOME", "field": field}
+        assert fields["recoverable"] is False
+        assert problem is not None
+        assert problem.startswith(fields["error"])
+
+    def test_a_cycle_is_invalid_not_a_crash(self) -> None:
+        cycle: list[Any] = []
+        cycle.append(cycle)
+        assert settlement(cycle, None, expose_errors=False).fields["error_detail"] == {
+            "code": "INVALID_OUTCOME", "field": "output"}
+
+    def test_an_exception_whose_text_cannot_be_read(self) -> None:
+        class Unprintable(Exception):
+            def __str__(self) -> str:
+                raise RuntimeError("no")
+
+        fields = settlement(None, Unprintable(), expose_errors=True).fields
+        assert fields["error_detail"] == {"code": "AGENT_ERROR", "type": "Unprintable"}
+        assert fields["error"] == "Unprintable: (its text could not be read)"
+
+    def test_an_agent_error_keeps_its_fields_when_they_are_json(self) -> None:
+        fields = settlement(None, AgentError("busy", code="BUSY", detail={"n": 1},
+                                             recoverable=True), expose_errors=False).fields
+        assert fields == {"error": "busy", "recoverable": True,
+                          "error_detail": {"n": 1, "code": "BUSY"}}
+        odd = AgentError("busy")
+        odd.code = 42  # type: ignore[assignment]
+        assert settlement(None, odd, expose_errors=False).fields["error"] == "the agent failed"

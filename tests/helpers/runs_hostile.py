@@ -13,13 +13,20 @@ from typing import Any
 import anyio
 
 from streamwire.chat import Chat
-from streamwire.runs import Completed, Paused, RunContext
+from streamwire.contract import Contract, Event
+from streamwire.runs import AgentError, Completed, Paused, RunContext
 
 SECRET = "secret-internal-text-/etc/passwd"
 
 
 class HostileBaseError(BaseException):
     """A ``BaseException`` that is no ``Exception``: ``except Exception`` lets it through."""
+
+
+class Other(Contract):
+    """A contract that is not the agents' (``Chat``)."""
+
+    note: Event[str] = Event()
 
 
 async def _before(run: RunContext[Chat]) -> None:
@@ -89,6 +96,35 @@ async def emits_invalid_payload(run: RunContext[Chat]) -> None:
     await run.emit(Chat.chunk({"text": SECRET}))  # type: ignore[typeddict-unknown-key]
 
 
+async def emits_foreign_event(run: RunContext[Chat]) -> None:
+    """An event of another contract than the one its annotation names."""
+    await _before(run)
+    foreign: Any = Other.note(SECRET)
+    await run.emit(foreign)
+
+
+async def emits_a_batch_with_one_bad(run: RunContext[Chat]) -> None:
+    """``emit_many`` with one bad payload among good ones: none of them is appended."""
+    await _before(run)
+    await run.emit_many([Chat.chunk({"chunk": "good "}),
+                         Chat.chunk({"chunk": 3}),  # type: ignore[typeddict-item]
+                         Chat.chunk({"chunk": "good "})])
+
+
+async def returns_too_deep(run: RunContext[Chat]) -> Completed:
+    await _before(run)
+    deep: list[Any] = []
+    for _ in range(300):
+        deep = [deep]
+    return Completed(output=deep)
+
+
+async def raises_agent_error_not_json(run: RunContext[Chat]) -> None:
+    """An ``AgentError`` whose detail is not JSON: reported as any other exception."""
+    await _before(run)
+    raise AgentError(SECRET, code="MINE", detail={"what": object()})
+
+
 #: A finished run's context, kept by ``stashes`` for ``emits_after_end``.
 STASH: dict[str, RunContext[Chat]] = {}
 
@@ -121,12 +157,17 @@ HOSTILE: dict[str, dict[str, str]] = {
     "usage_not_numbers": {"code": "INVALID_OUTCOME", "field": "usage"},
     "emits_invalid_payload": {"code": "AGENT_ERROR"},
     "emits_after_end": {"code": "AGENT_ERROR"},
+    "emits_foreign_event": {"code": "AGENT_ERROR"},
+    "emits_a_batch_with_one_bad": {"code": "AGENT_ERROR"},
+    "returns_too_deep": {"code": "INVALID_OUTCOME", "field": "output"},
+    "raises_agent_error_not_json": {"code": "AGENT_ERROR"},
 }
 
 AGENTS = [raises_exception, raises_keyboard_interrupt, raises_base_exception, raises_cancelled,
           calls_sys_exit, raises_generator_exit, returns_object, completes_with_object,
           pauses_with_object, usage_not_a_mapping, usage_not_numbers, emits_invalid_payload,
-          stashes, emits_after_end]
+          stashes, emits_after_end, emits_foreign_event, emits_a_batch_with_one_bad,
+          returns_too_deep, raises_agent_error_not_json]
 
 
 async def raises_when_stopped(run: RunContext[Chat]) -> None:
