@@ -49,7 +49,8 @@ class Paused(msgspec.Struct, frozen=True):
 
 class AgentError(Exception):
     """Raise it from an agent for a failure meant for the client: its message, ``code`` and
-    ``detail`` go on the wire (any other exception is reported as ``AGENT_ERROR`` with no text)."""
+    ``detail`` go on the wire (any other exception, or one whose ``detail`` is not JSON, is
+    reported as ``AGENT_ERROR`` with no text)."""
 
     def __init__(self, message: str, *, code: str = "AGENT_ERROR",
                  detail: dict[str, Any] | None = None, recoverable: bool = False) -> None:
