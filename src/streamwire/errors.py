@@ -11,6 +11,7 @@
     ├─ StreamTruncatedError          the cursor is below the retention floor; carries .floor
     ├─ StreamFailedError             the stream ended with a ``fail`` frame; retryable when recoverable
     ├─ UsageError                    the caller's fault (also a RuntimeError)
+    │  └─ RunEndedError              an agent emitted on a run context after its agent ended
     ├─ LogError                      a stream log (backend) failed; foreign errors are chained ``from``
     │  ├─ StreamNotFoundError        no stream with that id (status_hint 404)
     │  ├─ StreamStateError           the operation does not fit the stream's status (status_hint 409)
@@ -47,6 +48,7 @@ __all__ = [
     "ResponseStatusError",
     "RetriesExhaustedError",
     "RunConflictError",
+    "RunEndedError",
     "RunError",
     "RunNotFoundError",
     "RunStateError",
@@ -147,6 +149,17 @@ class UsageError(StreamwireError, RuntimeError):
     """The caller used the API wrongly (an event outside the contract, a reused object, …)."""
 
     status_hint = 400
+
+
+class RunEndedError(UsageError):
+    """An agent used its ``RunContext`` after its call ended (a task it left behind, a context
+    kept in a global): nothing more reaches that run's stream, which may be ended or already
+    carry a later call's chunks (a resume). ``run_id`` names the run."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id!r}: its agent call has ended, so its context takes no more "
+                         "emits (a background task must end before the agent returns)")
+        self.run_id = run_id
 
 
 class LogError(StreamwireError):

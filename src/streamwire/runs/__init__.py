@@ -15,6 +15,13 @@ A run's chunks go to the stream whose id is the run id; its record (status ``run
 and the worker's lease) goes to the same backend as the streams (``store_for(log)``). Whatever
 the agent's exit (return, exception, stop, cancellation, shutdown, a lost worker), the stream gets
 exactly one terminal frame and the record the matching status.
+
+Agents are contained: nothing one does reaches beyond its run. Any exception class it raises
+(``sys.exit()``, ``KeyboardInterrupt``, a ``CancelledError`` of its own, ...) fails the run
+``AGENT_ERROR``; an outcome that is not JSON (or usage that is not a mapping of numbers) fails it
+``INVALID_OUTCOME``, checked before the record moves; ``run.emit`` refuses what a reader would
+drop, and any emit once the agent's call has ended (``RunEndedError``). No exception text reaches
+the wire unless ``expose_errors`` is on; every other run and stream is served on.
 """
 
 from __future__ import annotations

@@ -3,17 +3,29 @@ and the ``Agent`` type."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Generic, TypeAlias, TypeVar, cast, final
+from typing import (
+    Any,
+    Generic,
+    TypeAlias,
+    TypeVar,
+    cast,
+    final,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 import msgspec
 
-from ..contract import Contract, Message
-from ..errors import UsageError
-from ..frames import encode_message_chunk
+from ..contract import BoundEvent, Contract, Message
+from ..errors import PayloadError, RunEndedError, UsageError
+from ..frames import decode_message_chunk, encode_message_chunk
 from ..log import StreamLog
 
-__all__ = ["Agent", "AgentError", "Completed", "Paused", "RunContext", "load_agent"]
+__all__ = ["Agent", "AgentError", "Completed", "Paused", "RunContext", "agent_contract",
+           "end_context", "load_agent"]
 
 C = TypeVar("C", bound=Contract)
 
@@ -37,7 +49,8 @@ class Paused(msgspec.Struct, frozen=True):
 
 class AgentError(Exception):
     """Raise it from an agent for a failure meant for the client: its message, ``code`` and
-    ``detail`` go on the wire (any other exception is reported as ``AGENT_ERROR`` with no text)."""
+    ``detail`` go on the wire (any other exception, or one whose ``detail`` is not JSON, is
+    reported as ``AGENT_ERROR`` with no text)."""
 
     def __init__(self, message: str, *, code: str = "AGENT_ERROR",
                  detail: dict[str, Any] | None = None, recoverable: bool = False) -> None:
@@ -55,15 +68,24 @@ class RunContext(Generic[C]):
     the agent paused with and ``resume_input`` the resume's input. ``emit`` appends a message of
     the agent's contract to the run's stream at the current ``step`` (``next_step()`` moves on).
     A stop arrives as cancellation (``asyncio.CancelledError`` at the agent's next ``await``).
+
+    ``emit`` checks each message as ``StreamWriter`` does, with the reader's own rules: an event
+    outside ``contract`` (when known: the agent's annotation ``run: RunContext[Chat]`` names it)
+    is a ``UsageError``, a payload that is not JSON or does not match its event's type a
+    ``PayloadError``, and once the agent's call has ended (a task it left behind emits) a
+    ``RunEndedError``; nothing reaches the stream then. Uncaught, each fails the run
+    ``AGENT_ERROR`` like any exception.
     """
 
-    __slots__ = ("_log", "agent", "input", "resume_input", "resumed", "run_id", "state", "step",
-                 "stream_id")
+    __slots__ = ("_contract", "_ended", "_log", "agent", "input", "resume_input", "resumed",
+                 "run_id", "state", "step", "stream_id")
 
     def __init__(self, log: StreamLog, *, run_id: str, agent: str, stream_id: str, input: Any,
                  state: Any = None, resume_input: Any = None, resumed: bool = False,
-                 step: int = 0) -> None:
+                 step: int = 0, contract: type[Contract] | None = None) -> None:
         self._log = log
+        self._contract = contract
+        self._ended = False
         self.run_id = run_id
         self.agent = agent
         self.stream_id = stream_id
@@ -74,13 +96,37 @@ class RunContext(Generic[C]):
         self.step = step
 
     async def emit(self, msg: Message[C, Any]) -> int:
-        """Append ``msg`` to the run's stream; returns its sequence."""
-        return await self._log.append(self.stream_id, self.step, encode_message_chunk(msg))
+        """Append ``msg`` to the run's stream; returns its sequence. Raises ``PayloadError``,
+        ``UsageError`` or ``RunEndedError`` (see the class) with nothing appended."""
+        return await self._log.append(self.stream_id, self.step, self._chunk(msg))
 
     async def emit_many(self, msgs: Iterable[Message[C, Any]]) -> list[int]:
-        """Append several messages at once (one atomic batch); returns their sequences."""
-        batch = [(self.step, encode_message_chunk(m)) for m in msgs]
+        """Append several messages at once (one atomic batch); returns their sequences. Every
+        message is checked first: one bad message appends none."""
+        batch = [(self.step, self._chunk(m)) for m in msgs]
         return await self._log.append_many(self.stream_id, batch) if batch else []
+
+    def _chunk(self, msg: Message[Any, Any]) -> bytes:
+        """The chunk that carries ``msg``, checked as a reader of the contract would read it."""
+        if self._ended:
+            raise RunEndedError(self.run_id)
+        if not _is_message(msg):  # an untyped agent passes anything
+            raise UsageError(f"emit takes a message such as Chat.chunk({{...}}), not "
+                             f"{type(msg).__name__}")
+        bound: BoundEvent[Any, Any] = msg.event
+        contract = self._contract
+        if contract is not None and contract.events().get(bound.name) is not bound:
+            raise UsageError(f"event {bound.name!r} of {bound.contract.__qualname__} is not an "
+                             f"event of {contract.__qualname__}, this agent's contract")
+        chunk = encode_message_chunk(msg)  # PayloadError: not JSON
+        try:
+            decode_message_chunk(chunk, bound.contract)
+        except PayloadError as exc:
+            raise PayloadError(
+                f"{bound.contract.__qualname__}.{bound.attr}: the payload does not match the "
+                f"event's type, so a reader would drop it: {exc}", event=bound.name, raw=chunk
+            ) from None
+        return chunk
 
     def next_step(self) -> int:
         """Start the next step (a tool-loop round); returns it."""
@@ -95,8 +141,31 @@ class RunContext(Generic[C]):
         return f"RunContext(run_id={self.run_id!r}, agent={self.agent!r}, step={self.step})"
 
 
+def _is_message(value: object) -> bool:
+    return isinstance(value, Message)
+
+
+def end_context(ctx: RunContext[Any]) -> None:
+    """The agent's call is over: ``ctx`` takes no more emits (``RunEndedError``)."""
+    ctx._ended = True  # pyright: ignore[reportPrivateUsage] - the service's, same module
+
+
 #: An agent: ``async def name(run: RunContext[Chat]) -> ...``; served under its ``__name__``.
 Agent: TypeAlias = Callable[[RunContext[Any]], Awaitable[Any]]
+
+
+def agent_contract(agent: Agent) -> type[Contract] | None:
+    """The contract an agent's first parameter names (``run: RunContext[Chat]`` -> ``Chat``),
+    or None when it names none (``RunContext[Any]``, no annotation, one that does not resolve)."""
+    try:
+        first = next(iter(inspect.signature(agent).parameters), None)
+        hint = get_type_hints(agent).get(first) if first is not None else None
+    except Exception:  # an unresolvable annotation, a callable without a signature
+        return None
+    if get_origin(hint) is not RunContext:
+        return None
+    (arg,) = get_args(hint)
+    return arg if isinstance(arg, type) and issubclass(arg, Contract) else None
 
 
 def load_agent(spec: str) -> Agent:

@@ -9,13 +9,16 @@ The rules, written once above the storage:
   the stream's terminal, and only they: the worker when its agent returns, raises, is stopped or
   shut down, or the sweeper of any process when the worker's lease expired (``WORKER_LOST``);
 * **leases**: the worker renews its runs' leases and reads their stop flags every
-  ``poll_interval``; a stop that reaches another process sets the flag through the store.
+  ``poll_interval``; a stop that reaches another process sets the flag through the store;
+* **containment**: nothing an agent raises, returns or emits reaches beyond its run
+  (``_execute``; the outcome is checked before any state moves, ``_exit.settlement``).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import socket
 import time
@@ -35,7 +38,8 @@ from ..errors import (
     UsageError,
 )
 from ..log import StreamLog
-from ._context import Agent, AgentError, Completed, Paused, RunContext
+from ._context import Agent, RunContext, agent_contract, end_context
+from ._exit import settlement
 from ._record import (
     FINISHED_RUN,
     RunRecord,
@@ -200,8 +204,9 @@ class Runs:
                                error_detail={"code": "STREAM_EXISTS"}, recoverable=False)
             raise RunConflictError(f"a stream with id {record.stream_id!r} exists; pick another "
                                    "runId")
-        self._spawn(fn, record, RunContext(self.log, run_id=record.run_id, agent=agent,
-                                           stream_id=record.stream_id, input=input))
+        await self._spawn(fn, record, RunContext(
+            self.log, run_id=record.run_id, agent=agent, stream_id=record.stream_id, input=input,
+            contract=agent_contract(fn)))
         return record, True
 
     async def resume(self, run_id: str, input: Any, resume_id: str) -> tuple[RunRecord, bool]:
@@ -227,9 +232,9 @@ class Runs:
                                error="the run's stream could not be reactivated",
                                error_detail={"code": "STREAM_ERROR"}, recoverable=False)
             raise
-        self._spawn(fn, new, RunContext(
+        await self._spawn(fn, new, RunContext(
             self.log, run_id=run_id, agent=new.agent, stream_id=new.stream_id, input=new.input,
-            state=record.state, resume_input=input, resumed=True))
+            state=record.state, resume_input=input, resumed=True, contract=agent_contract(fn)))
         return new, True
 
     async def stop(self, run_id: str) -> RunRecord:
@@ -285,12 +290,18 @@ class Runs:
             raise UsageError("the runs service is not running: use `async with runs:`, or serve "
                              "the app with its lifespan on")
 
-    def _spawn(self, fn: Agent, record: RunRecord, ctx: RunContext[Any]) -> None:
-        assert self._tg is not None
+    async def _spawn(self, fn: Agent, record: RunRecord, ctx: RunContext[Any]) -> None:
+        if self._tg is None:  # the service began shutting down while this start was under way
+            await self._settle(record.run_id, "failed", error="the worker running the agent "
+                               "shut down", error_detail={"code": "WORKER_SHUTDOWN"},
+                               recoverable=True)
+            return
         local = self._local[record.run_id] = _Local()
         self._tg.start_soon(self._execute, fn, ctx, local, name=f"run {record.run_id}")
 
     async def _execute(self, fn: Agent, ctx: RunContext[Any], local: _Local) -> None:
+        """Call the agent and settle its run, whatever it does: nothing it raises leaves this
+        task (the task group would take every other run and the service down with it)."""
         result: Any = None
         error: BaseException | None = None
         try:
@@ -298,10 +309,26 @@ class Runs:
                 self.invocations += 1
                 try:
                     result = await fn(ctx)
-                except Exception as exc:
-                    error = exc
+                except BaseException as exc:
+                    # Every class is the agent's: SystemExit (sys.exit()), GeneratorExit, a custom
+                    # BaseException, a CancelledError nobody asked for, and KeyboardInterrupt
+                    # too: under uvicorn (and asyncio.run) a real Ctrl-C goes to their signal
+                    # handlers, which drain the server, never out of an agent's task; one raised
+                    # there is the agent's doing. (Under Python's default handler, a Ctrl-C
+                    # landing while agent code runs would fail that run instead: containment's
+                    # price.) Only a real cancellation goes on: of this run (a stop, a lost lease,
+                    # a shutdown: the scope ends it, local.reason says which), or of the task
+                    # group around it.
+                    if not _cancelled_for_real(exc, local.scope):
+                        error = exc
+                    elif not local.scope.cancel_called:
+                        raise
+                finally:
+                    end_context(ctx)  # a task the agent left behind emits no more
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.lease_time):
                 await self._finish(ctx.run_id, local.reason, result, error)
+        except Exception:  # the store or log failed: the lease runs out, the sweeper settles it
+            logger.exception("run %s: could not settle it", ctx.run_id)
         finally:
             self._local.pop(ctx.run_id, None)
             local.done.set()
@@ -312,32 +339,17 @@ class Runs:
             return  # another process settled the run (its lease had expired)
         if reason == "stop":
             await self._settle(run_id, "interrupted")
-        elif reason == "shutdown":
+            return
+        if reason == "shutdown":
             await self._settle(run_id, "failed", error="the worker running the agent shut down",
                                error_detail={"code": "WORKER_SHUTDOWN"}, recoverable=True)
-        elif error is not None:
-            await self._settle(run_id, "failed", **self._error_fields(error))
-        elif isinstance(result, Paused):
-            await self._settle(run_id, "paused", state=result.state)
-        else:
-            done = result if isinstance(result, Completed) else Completed(result)
-            try:
-                await self._settle(run_id, "completed", output=done.output, usage=done.usage)
-            except UsageError:  # output or usage not JSON: the agent's bug, reported as one
-                await self._settle(run_id, "failed", error="the agent returned a value that is "
-                                   "not JSON", error_detail={"code": "AGENT_OUTPUT"})
-
-    def _error_fields(self, error: BaseException) -> dict[str, Any]:
-        if isinstance(error, AgentError):
-            return {"error": error.message, "recoverable": error.recoverable,
-                    "error_detail": {**error.detail, "code": error.code}}
-        logger.warning("agent failed", exc_info=error)
-        detail: dict[str, Any] = {"code": "AGENT_ERROR"}
-        text = "the agent failed"
-        if self.expose_errors:
-            detail["type"] = type(error).__name__
-            text = f"{type(error).__name__}: {error}"
-        return {"error": text, "error_detail": detail, "recoverable": False}
+            return
+        status, fields, problem = settlement(result, error, expose_errors=self.expose_errors)
+        if error is not None:
+            logger.warning("run %s: the agent failed", run_id, exc_info=error)
+        elif problem is not None:
+            logger.warning("run %s: %s", run_id, problem)
+        await self._settle(run_id, status, **fields)
 
     async def _settle(self, run_id: str, status: RunStatus, *, lost_only: bool = False,
                       write_terminal: bool = True, **fields: Any) -> RunRecord | None:
@@ -391,6 +403,8 @@ class Runs:
                     await self._sweep()
             except StreamwireError as exc:
                 logger.warning("runs keeper: %s", exc)
+            except Exception:  # a bug must not stop the leases of every run with it
+                logger.exception("runs keeper failed; it goes on")
 
     async def _tend(self) -> None:
         now = time.time()
@@ -416,3 +430,16 @@ class Runs:
                 await self._settle(run_id, "failed", lost_only=True,
                                    error="the worker running the agent was lost",
                                    error_detail={"code": "WORKER_LOST"}, recoverable=True)
+
+
+def _cancelled_for_real(exc: BaseException, scope: anyio.CancelScope) -> bool:
+    """Whether ``exc`` ends the agent because the run (``scope``) or something around it was
+    cancelled, not because the agent raised a cancellation of its own accord: a cancelled scope
+    makes the effective deadline -inf (asyncio and trio alike)."""
+    if scope.cancel_called:
+        return True  # whatever it raised on its way out, the run was stopped or shut down
+    cancelled = anyio.get_cancelled_exc_class()
+    ours = isinstance(exc, cancelled) or (
+        isinstance(exc, BaseExceptionGroup)
+        and cast("BaseExceptionGroup[BaseException]", exc).split(cancelled)[1] is None)
+    return ours and anyio.current_effective_deadline() == -math.inf
