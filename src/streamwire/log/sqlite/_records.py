@@ -1,123 +1,91 @@
-"""``SQLiteRunStore``: run records in the stream log's SQLite file (table ``runs``), so every
-process that opens the file answers for every run. Calls run in a worker thread, one at a time
-per store; the compare-and-set is one ``UPDATE ... WHERE version = ?``."""
+"""``SQLiteRecordStore``: versioned records in the stream log's SQLite file (one table per kind:
+``runs`` for ``"run"``), so every process that opens the file answers for every record. Calls run
+on the log's worker thread, in its transactions (one connection, one thread for the whole file);
+the compare-and-set is one ``UPDATE ... WHERE version = ?``."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import threading
 from collections.abc import Callable
-from pathlib import Path
-from typing import Final, TypeVar
+from typing import Any, Protocol, TypeVar, final
 
-import anyio.to_thread
+from .._records import RUNNING, StoredRecord
 
-from ..errors import LogError
-from ._record import RunRecord, decode_record, encode_record
+__all__ = ["SQLiteRecordStore"]
 
-__all__ = ["SQLiteRunStore"]
-
-T = TypeVar("T")
-
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    version INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    updated_at REAL NOT NULL,
-    body BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status);
-"""
-#: Seconds to wait for another process's write lock (the log's writers share the file).
-_BUSY_TIMEOUT: Final = 10.0
+_T = TypeVar("_T")
 
 
-class SQLiteRunStore:
-    """A ``RunStore`` in the SQLite file at ``path`` (WAL, as the log opens it)."""
+class _Call(Protocol):
+    """``SQLiteLog._call``: run ``fn(conn, *args)`` on the log's worker, in a transaction."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-        self._closed = False
+    async def __call__(self, fn: Callable[..., _T], *args: Any, write: bool = True) -> _T: ...
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.executescript(_SCHEMA)
-            self._conn = conn
-        return self._conn
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        def run() -> T:
-            with self._lock:
-                if self._closed:
-                    raise LogError("the SQLite run store is closed")
-                try:
-                    return fn(self._connection())
-                except sqlite3.Error as exc:
-                    raise LogError(f"the SQLite run store {self.path} failed: {exc}",
-                                   retryable=True) from exc
+@final
+class SQLiteRecordStore:
+    """A ``RecordStore`` of ``kind`` records in the table ``{kind}s`` of a ``SQLiteLog``'s file."""
 
-        return await anyio.to_thread.run_sync(run)
+    def __init__(self, call: _Call, kind: str) -> None:
+        self._call = call
+        table = f"{kind}s"  # kind is checked: lowercase letters and '_'
+        self._schema = (
+            f"CREATE TABLE IF NOT EXISTS {table} (id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+            "status TEXT NOT NULL, updated_at REAL NOT NULL, body BLOB NOT NULL)",
+            f"CREATE INDEX IF NOT EXISTS {table}_by_status ON {table} (status)")
+        self._insert = (f"INSERT INTO {table} (id, version, status, updated_at, body) "
+                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING")
+        self._get = f"SELECT id, status, version, updated_at, body FROM {table} WHERE id = ?"
+        self._swap = (f"UPDATE {table} SET version = ?, status = ?, updated_at = ?, body = ? "
+                      "WHERE id = ? AND version = ?")
+        self._running = f"SELECT id FROM {table} WHERE status = '{RUNNING}'"
+        self._expire = f"DELETE FROM {table} WHERE status != '{RUNNING}' AND updated_at < ?"
 
-    async def insert(self, record: RunRecord) -> RunRecord | None:
-        def insert(conn: sqlite3.Connection) -> RunRecord | None:
-            cur = conn.execute(
-                "INSERT INTO runs (id, version, status, updated_at, body) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (id) DO NOTHING",
-                (record.run_id, record.version, record.status, record.updated_at,
-                 encode_record(record)))
-            if cur.rowcount == 1:
-                return None
-            return _get(conn, record.run_id)
+    def _table(self, conn: sqlite3.Connection) -> None:
+        # a no-op once the table exists (no lock taken, about a microsecond each): cheaper than
+        # knowing whether the transaction that created it on this connection committed
+        for statement in self._schema:
+            conn.execute(statement)
 
-        return await self._call(insert)
+    def _read(self, conn: sqlite3.Connection, record_id: str) -> StoredRecord | None:
+        self._table(conn)
+        row = conn.execute(self._get, (record_id,)).fetchone()
+        return None if row is None else StoredRecord(str(row[0]), str(row[1]), int(row[2]),
+                                                     float(row[3]), bytes(row[4]))
 
-    async def get(self, run_id: str) -> RunRecord | None:
-        return await self._call(lambda conn: _get(conn, run_id))
+    def _write_new(self, conn: sqlite3.Connection, r: StoredRecord) -> StoredRecord | None:
+        self._table(conn)
+        cur = conn.execute(self._insert, (r.id, r.version, r.status, r.updated_at, r.body))
+        return None if cur.rowcount == 1 else self._read(conn, r.id)
 
-    async def swap(self, record: RunRecord) -> bool:
-        def swap(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
-                "UPDATE runs SET version = ?, status = ?, updated_at = ?, body = ? "
-                "WHERE id = ? AND version = ?",
-                (record.version, record.status, record.updated_at, encode_record(record),
-                 record.run_id, record.version - 1))
-            return cur.rowcount == 1
+    def _write_swap(self, conn: sqlite3.Connection, r: StoredRecord) -> bool:
+        self._table(conn)
+        cur = conn.execute(self._swap, (r.version, r.status, r.updated_at, r.body, r.id,
+                                        r.version - 1))
+        return cur.rowcount == 1
 
-        return await self._call(swap)
+    def _list_running(self, conn: sqlite3.Connection) -> list[str]:
+        self._table(conn)
+        return [str(row[0]) for row in conn.execute(self._running).fetchall()]
+
+    def _delete_old(self, conn: sqlite3.Connection, before: float) -> int:
+        self._table(conn)
+        return conn.execute(self._expire, (before,)).rowcount
+
+    async def insert(self, record: StoredRecord) -> StoredRecord | None:
+        return await self._call(self._write_new, record)
+
+    async def get(self, record_id: str) -> StoredRecord | None:
+        return await self._call(self._read, record_id, write=False)
+
+    async def swap(self, record: StoredRecord) -> bool:
+        return await self._call(self._write_swap, record)
 
     async def running(self) -> list[str]:
-        def running(conn: sqlite3.Connection) -> list[str]:
-            rows = conn.execute("SELECT id FROM runs WHERE status = 'running'").fetchall()
-            return [str(row[0]) for row in rows]
-
-        return await self._call(running)
+        return await self._call(self._list_running, write=False)
 
     async def expire(self, before: float) -> int:
-        def expire(conn: sqlite3.Connection) -> int:
-            cur = conn.execute("DELETE FROM runs WHERE status != 'running' AND updated_at < ?",
-                               (before,))
-            return cur.rowcount
-
-        return await self._call(expire)
+        return await self._call(self._delete_old, before)
 
     async def aclose(self) -> None:
-        def close() -> None:
-            with self._lock:
-                self._closed = True
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-
-        await anyio.to_thread.run_sync(close)
-
-
-def _get(conn: sqlite3.Connection, run_id: str) -> RunRecord | None:
-    row = conn.execute("SELECT body FROM runs WHERE id = ?", (run_id,)).fetchone()
-    return None if row is None else decode_record(row[0])
+        return None  # the worker and its connection are the log's: SQLiteLog.aclose closes them
