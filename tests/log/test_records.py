@@ -119,6 +119,24 @@ async def test_concurrent_inserts_of_one_id_store_one(make_log: LogFactory) -> N
         await _forget_records(log)
 
 
+async def test_a_record_store_is_on_its_logs_connection_and_closes_with_it(
+        make_log: LogFactory, backend: str) -> None:
+    log = await make_log()
+    store = record_store_of(log, "test_rec")
+    try:
+        assert await store.insert(_record("a")) is None
+        await store.aclose()  # lets go of the store only: the log and its connection stay
+        assert await log.create_stream("s")
+        assert await record_store_of(log, "test_rec").get("a") == _record("a")
+        await log.aclose()
+        if backend.startswith("memory"):
+            return  # no connection: the records are a dict beside the streams
+        with pytest.raises(LogError, match="closed"):
+            await store.get("a")
+    finally:
+        await _forget_records(log)
+
+
 async def test_a_malformed_kind_is_refused(make_log: LogFactory) -> None:
     log = await make_log()
     for kind in ("", "Run", "runs; DROP TABLE streams", "a-b", "x" * 33, 3):
