@@ -82,14 +82,14 @@ def test_a_wrong_method_is_405_with_allow_and_an_unknown_path_404() -> None:
 
 
 class LegacyMemoryLog:
-    """A third-party log written before ``StreamLog.list_streams``: a ``MemoryLog``'s methods
-    but that one."""
+    """A third-party log written before ``StreamLog.list_streams`` (and ``LogCapabilities``): a
+    ``MemoryLog``'s methods but those."""
 
     def __init__(self) -> None:
         self._log = MemoryLog()
 
     def __getattr__(self, name: str) -> Any:
-        if name == "list_streams":
+        if name in ("list_streams", "capabilities"):
             raise AttributeError(name)
         return getattr(self._log, name)
 

@@ -672,7 +672,7 @@ async def test_the_redis_py_adapter_still_fits() -> None:
     import redis
     from redis.asyncio.connection import Connection
 
-    from streamwire.log._redis_socket import (
+    from streamwire._compat.redis import (
         TESTED_REDIS_PY_MAJORS,
         idle_socket_readable,
         writer_of,
@@ -681,7 +681,7 @@ async def test_the_redis_py_adapter_still_fits() -> None:
     require(_answers(6379), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
     major = int(redis.__version__.split(".")[0])
     assert major in TESTED_REDIS_PY_MAJORS, (
-        f"redis-py {redis.__version__} is not one streamwire/log/_redis_socket.py was checked "
+        f"redis-py {redis.__version__} is not one streamwire/_compat/redis.py was checked "
         "against: check Connection._writer still holds the asyncio.StreamWriter, then widen "
         "TESTED_REDIS_PY_MAJORS")
     conn = Connection(host="127.0.0.1", port=6379, protocol=2)

@@ -27,6 +27,9 @@ in ``streamwire.log._reader``, and every backend applies them):
   stored once and answered with its original result (``Producer``);
 * ``list_streams(after=, limit=)`` pages through the streams in id order (codepoint order, which
   is UTF-8 byte order: the same on every backend); deleted and expired streams are never listed;
+* what a log offers beyond this protocol (positions kept for the stream server's fan-out, listing,
+  a record store beside its streams) it declares in its ``capabilities`` (``LogCapabilities``);
+  nothing is guessed from its type or signatures, so a wrapped or subclassed log keeps them;
 * every limit is a keyword of the backend (``max_chunks_per_stream``, ``max_bytes_per_stream``,
   ``max_chunk_size``, ``finished_ttl`` with 0 = keep finished streams forever); defaults and the
   shared checks are in ``streamwire.log._common``.
@@ -35,14 +38,17 @@ in ``streamwire.log._reader``, and every backend applies them):
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Final, Literal, Protocol, TypeAlias, final, runtime_checkable
+from typing import Any, Final, Literal, Protocol, TypeAlias, cast, final, runtime_checkable
 
 import msgspec
 
+from ..errors import UsageError
 from ..frames import EndStatus, RewoundFrame, StreamFrame
+from ._records import RecordStore, StoredRecord, check_kind
 
-__all__ = ["DEFAULT_LIST_LIMIT", "MAX_LIST_LIMIT", "Producer", "StreamInfo", "StreamLog",
-           "StreamStatus"]
+__all__ = ["DEFAULT_LIST_LIMIT", "MAX_LIST_LIMIT", "CapableLog", "LogCapabilities", "Producer",
+           "RecordStore", "StoredRecord", "StreamInfo", "StreamLog", "StreamStatus",
+           "capabilities_of", "record_store_of"]
 
 #: Streams ``list_streams`` returns unless ``limit=`` says otherwise, and the most one call may ask
 #: for (a page of 1,000 infos is a few hundred KB; page on with ``after=`` for more).
@@ -215,3 +221,65 @@ class StreamLog(Protocol):
     async def aclose(self) -> None:
         """Release connections and wake every reader (they get a recoverable ``FailFrame``)."""
         ...
+
+
+@final
+class LogCapabilities(msgspec.Struct, frozen=True, kw_only=True):
+    """What a log offers beyond the ``StreamLog`` protocol, as the log declares it (its
+    ``capabilities`` property; ``capabilities_of`` reads it). Every built-in log offers all of it.
+
+    Attributes:
+        positions: ``read(stream_id, cursor, position=ReadPosition())`` keeps the reader's
+            position (``streamwire.log._reader.ReadPosition``) up to date.
+        listing: ``list_streams`` pages through the streams.
+        fanout: two readers of one stream that are in step (``streamwire.log._reader.in_step``)
+            deliver the same frames from then on, so the stream server may serve many
+            connections from one reader (needs ``positions``).
+        records: ``record_store(kind)`` returns a ``RecordStore`` on the log's own storage and
+            connection (where ``streamwire.runs`` keeps run records by default).
+    """
+
+    positions: bool = False
+    listing: bool = False
+    fanout: bool = False
+    records: bool = False
+
+    def __post_init__(self) -> None:
+        if self.fanout and not self.positions:
+            raise UsageError("LogCapabilities(fanout=True) needs positions=True: the stream "
+                             "server compares the positions of the readers it shares")
+
+
+class CapableLog(Protocol):
+    """A log that declares its capabilities: ``capabilities``, and ``record_store`` when they
+    say ``records``. Wrap a log by delegating both (or every attribute) to it."""
+
+    @property
+    def capabilities(self) -> LogCapabilities:
+        """What this log offers beyond ``StreamLog``."""
+        ...
+
+    def record_store(self, kind: str) -> RecordStore:
+        """The store of ``kind`` records beside this log's streams (the same storage and
+        connection); ``UsageError`` for a malformed kind."""
+        ...
+
+
+def capabilities_of(log: object) -> LogCapabilities:
+    """What ``log`` offers: its declared ``capabilities``. A log that declares none (a
+    third-party log written before ``LogCapabilities``) offers what it has of the protocol:
+    ``listing`` when it has ``list_streams``, nothing else."""
+    declared = getattr(log, "capabilities", None)
+    if isinstance(declared, LogCapabilities):
+        return declared
+    return LogCapabilities(listing=callable(getattr(log, "list_streams", None)))
+
+
+def record_store_of(log: object, kind: str) -> RecordStore:
+    """The store of ``kind`` records beside ``log``'s streams; ``UsageError`` when ``log``
+    declares no record store (``LogCapabilities.records``)."""
+    check_kind(kind)
+    if not capabilities_of(log).records:
+        raise UsageError(f"a {type(log).__name__} declares no record store "
+                         "(LogCapabilities.records is false)")
+    return cast(CapableLog, log).record_store(kind)

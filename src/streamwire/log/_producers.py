@@ -2,7 +2,7 @@
 scheme of Kafka's idempotent producer and of Durable Streams' ``Producer-Id`` / ``-Epoch`` /
 ``-Seq``). No I/O here: memory and SQLite call ``admit`` and ``record`` inside the write;
 ``RedisLog`` runs the same rule in Lua inside its write scripts (``_PRODUCER`` in
-``streamwire.log._redis_scripts``: a script is the only place Redis can check and write
+``streamwire.log.redis._scripts``: a script is the only place Redis can check and write
 atomically), and the contract suite holds every backend to it.
 
 Per stream and producer id the log keeps the producer's newest epoch, the last ``seq`` it applied

@@ -1,5 +1,7 @@
-"""Where run records live: one ``RunStore`` protocol of four storage primitives, and the store
-that sits beside each stream log (same memory, same SQLite file, same Redis server and prefix).
+"""Where run records live: one ``RunStore`` protocol of storage primitives, and the store that
+sits beside each stream log (same memory, same SQLite file and worker, same Redis connection and
+prefix): the log's ``record_store("run")`` (``streamwire.log.RecordStore``), which keeps each
+record as the JSON ``encode_record`` makes.
 
 The primitives only store: ``insert`` if absent, ``get``, ``swap`` (compare-and-set on the
 record's ``version``) and ``running`` (the ids to sweep). Every rule (transitions, exactly-once,
@@ -8,13 +10,16 @@ leases) is in ``streamwire.runs._record`` and ``streamwire.runs._service``, writ
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, final, runtime_checkable
 
 from ..errors import UsageError
-from ..log import StreamLog
-from ._record import RunRecord
+from ..log import RecordStore, StoredRecord, StreamLog, capabilities_of, record_store_of
+from ._record import RunRecord, decode_record, encode_record
 
-__all__ = ["MemoryRunStore", "RunStore", "store_for"]
+__all__ = ["MemoryRunStore", "RecordRunStore", "RunStore", "store_for"]
+
+#: The record kind of runs in a log's record store (SQLite table ``runs``, Redis keys ``run:``).
+RUN_RECORDS: Final = "run"
 
 
 @runtime_checkable
@@ -45,58 +50,58 @@ class RunStore(Protocol):
         ...
 
     async def aclose(self) -> None:
-        """Release connections."""
+        """Release what the store holds (a log's record store: nothing, the log owns it)."""
         ...
 
 
-class MemoryRunStore:
-    """Records in a dict, beside a ``MemoryLog`` (one process)."""
+class RecordRunStore:
+    """A ``RunStore`` over a log's ``RecordStore``: each run record kept as its JSON."""
 
-    def __init__(self) -> None:
-        self._records: dict[str, RunRecord] = {}
+    def __init__(self, records: RecordStore) -> None:
+        self.records = records
 
     async def insert(self, record: RunRecord) -> RunRecord | None:
-        stored = self._records.get(record.run_id)
-        if stored is None:
-            self._records[record.run_id] = record
-        return stored
+        stored = await self.records.insert(_stored(record))
+        return None if stored is None else decode_record(stored.body)
 
     async def get(self, run_id: str) -> RunRecord | None:
-        return self._records.get(run_id)
+        stored = await self.records.get(run_id)
+        return None if stored is None else decode_record(stored.body)
 
     async def swap(self, record: RunRecord) -> bool:
-        stored = self._records.get(record.run_id)
-        if stored is None or stored.version != record.version - 1:
-            return False
-        self._records[record.run_id] = record
-        return True
+        return await self.records.swap(_stored(record))
 
     async def running(self) -> list[str]:
-        return [r.run_id for r in self._records.values() if r.status == "running"]
+        return await self.records.running()
 
     async def expire(self, before: float) -> int:
-        old = [k for k, r in self._records.items()
-               if r.status != "running" and r.updated_at < before]
-        for key in old:
-            del self._records[key]
-        return len(old)
+        return await self.records.expire(before)
 
     async def aclose(self) -> None:
-        return None
+        await self.records.aclose()
+
+
+@final
+class MemoryRunStore(RecordRunStore):
+    """Records in this process's memory, in a store of their own (``store_for`` a ``MemoryLog``
+    gives the one beside the log instead)."""
+
+    def __init__(self) -> None:
+        from ..log.memory._records import MemoryRecordStore
+
+        super().__init__(MemoryRecordStore())
+
+
+def _stored(record: RunRecord) -> StoredRecord:
+    return StoredRecord(record.run_id, record.status, record.version, record.updated_at,
+                        encode_record(record))
 
 
 def store_for(log: StreamLog) -> RunStore:
-    """The run store beside ``log``: records live in the same backend as the streams, so every
-    server process on that backend answers for every run."""
-    kind = type(log).__name__
-    if kind == "MemoryLog":
-        return MemoryRunStore()
-    if kind == "SQLiteLog":
-        from ._sqlite_store import SQLiteRunStore
-
-        return SQLiteRunStore(getattr(log, "path"))  # noqa: B009 - typed as the protocol
-    if kind == "RedisLog":
-        from ._redis_store import RedisRunStore
-
-        return RedisRunStore(getattr(log, "url"), prefix=getattr(log, "prefix"))  # noqa: B009
-    raise UsageError(f"no run store for a {kind}; pass store= (a RunStore) to Runs")
+    """The run store beside ``log``: records live in the same backend as the streams (the store
+    the log declares, ``LogCapabilities.records``), so every server process on that backend
+    answers for every run."""
+    if not capabilities_of(log).records:
+        raise UsageError(f"a {type(log).__name__} declares no record store "
+                         "(LogCapabilities.records); pass store= (a RunStore) to Runs")
+    return RecordRunStore(record_store_of(log, RUN_RECORDS))

@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import time
 from collections import deque
 from typing import Any, Final, final
 
 from ..frames import ChunkFrame, StreamFrame, encode_stream_frame, transport_drop_frame
-from ..log import StreamLog
+from ..log import StreamLog, capabilities_of
 from ..log._reader import ReadPosition, in_step
 from ._reset import Transport, reset_connection, resettable_transport
 from ._sse import (
@@ -67,11 +66,9 @@ _HTTP_BODY: Final = "http.response.body"
 
 
 def log_shares_readers(log: StreamLog) -> bool:
-    """Does ``log.read`` keep a ``ReadPosition`` (``position=``), so readers can be shared?"""
-    try:
-        return "position" in inspect.signature(log.read).parameters
-    except (TypeError, ValueError):
-        return False
+    """Does ``log`` declare fan-out (``LogCapabilities.fanout``: its ``read`` keeps a
+    ``ReadPosition``, ``position=``), so readers can be shared?"""
+    return capabilities_of(log).fanout
 
 
 @final

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..errors import StreamStateError
-from ..log import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
+from ..log import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, capabilities_of
 from ._auth import Access
 from ._http import Refusal, info_json, json_response, refusal_for
 from ._metrics import CONTENT_TYPE
@@ -93,7 +93,7 @@ class JSONRoutes:
             await self.check_access(request, "", "read")
             limit = _limit(request.query_params.get("limit"))
             after = request.query_params.get("after", "")
-            if not hasattr(log, "list_streams"):  # a third-party log from before the method
+            if not capabilities_of(log).listing:  # a third-party log from before the method
                 raise Refusal(501, f"this stream log ({type(log).__name__}) cannot list "
                                    "streams: it has no list_streams() method")
             # one more than the page tells whether a next page exists (a probe at the maximum)

@@ -17,10 +17,10 @@ from typing import Any, Final
 import anyio
 import msgspec
 
-from ..frames import ChunkFrame, RewoundFrame, TerminalFrame
-from . import StreamStatus
-from ._common import terminal_frame
-from ._producers import ProducerState
+from ...frames import ChunkFrame, RewoundFrame, TerminalFrame
+from .. import StreamStatus
+from .._common import terminal_frame
+from .._producers import ProducerState
 
 __all__ = ["READ_BATCH", "Stream", "asyncio_loop"]
 

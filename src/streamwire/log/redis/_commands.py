@@ -4,22 +4,20 @@ with a reply watchdog and no hidden retries (``NotSent`` says a command never le
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import deque
-from typing import Any, Final, cast, final
+from typing import Any, Final, final
 
 from redis import exceptions as redis_errors
 from redis.asyncio.connection import Connection, ConnectionPool
 
-from ..errors import LogError
-from ._redis_socket import idle_socket_readable, writer_of
+from ..._compat.redis import idle_socket_readable, new_connection, read_reply, stream_writer
+from ...errors import LogError
 
 __all__ = [
     "CLOSE_TIMEOUT",
     "REDIS_DOWN",
     "Commands",
     "NotSent",
-    "connection",
 ]
 
 #: Bytes written but not yet sent above which a caller waits for the socket (back-pressure).
@@ -27,10 +25,6 @@ _HIGH_WATER: Final = 1 << 20
 #: Seconds ``aclose`` waits for the subscription task to finish.
 CLOSE_TIMEOUT: Final = 2.0
 REDIS_DOWN: Final = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
-
-
-def connection(factory: ConnectionPool) -> Connection:
-    return cast(Connection, factory.make_connection())  # type: ignore[no-untyped-call]
 
 
 def _pack(args: tuple[Any, ...]) -> bytes:
@@ -72,6 +66,8 @@ class Commands:
         self._writer: asyncio.StreamWriter | None = None
         self._reader: asyncio.Task[None] | None = None
         self._opening = asyncio.Lock()
+        #: Set by ``aclose``: the log is closed (its users check it; ``call`` does not).
+        self.closed = False
 
     async def _open(self) -> Connection:
         async with self._opening:
@@ -82,7 +78,7 @@ class Commands:
             # reply pending: replace it before sending, so a dead socket is not mistaken for an
             # unknown outcome. asyncio may not have noticed the EOF yet, so ask the socket.
             await self._drop()
-            conn = connection(self.factory)
+            conn = new_connection(self.factory)
             try:
                 await conn.connect()  # type: ignore[no-untyped-call]
             except REDIS_DOWN as exc:
@@ -94,7 +90,7 @@ class Commands:
             self._deadlines = deque()
             self._out = []
             try:
-                self._writer = writer_of(conn)
+                self._writer = stream_writer(conn)
             except LogError:
                 await conn.disconnect(nowait=True)
                 raise
@@ -172,7 +168,7 @@ class Commands:
         try:
             while True:
                 try:
-                    answer = cast(Any, await conn.read_response(timeout=math.inf))
+                    answer = await read_reply(conn)
                 except redis_errors.ResponseError as exc:
                     answer = exc
                 if not waiting:
@@ -222,4 +218,5 @@ class Commands:
             raise LogError(f"purge of {prefix!r} failed: {exc}", retryable=True) from exc
 
     async def aclose(self) -> None:
+        self.closed = True
         await self._drop()

@@ -11,10 +11,10 @@ from typing import Any, Final, cast, final
 
 import msgspec
 
-from ..frames import ChunkFrame, EndFrame, RewoundFrame, TerminalFrame
-from . import StreamStatus
-from ._redis_live import Live, end_decoder, fail_decoder, rewound_decoder
-from ._redis_scripts import LiveKind
+from ...frames import ChunkFrame, EndFrame, RewoundFrame, TerminalFrame
+from .. import StreamStatus
+from ._live import Live, end_decoder, fail_decoder, rewound_decoder
+from ._scripts import LiveKind
 
 __all__ = ["GONE", "PAGE", "Gone", "LiveView", "Page"]
 

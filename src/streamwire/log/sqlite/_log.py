@@ -2,11 +2,12 @@
 
 Theory of operation:
 
-* **One connection, one thread** (``streamwire.log._sqlite_worker``): every SQL statement runs on
+* **One connection, one thread** (``streamwire.log.sqlite._worker``): every SQL statement runs on
   a dedicated worker thread that owns the connection, and calls that queue up while a transaction
-  runs are committed together (group commit). The SQL itself is in ``streamwire.log._sqlite_sql``,
-  the tables in ``streamwire.log._sqlite_schema``; the read rules are the shared ones
-  (``streamwire.log._reader``). This module is the API, the reader loop and the wake-ups.
+  runs are committed together (group commit). The SQL itself is in ``streamwire.log.sqlite._sql``,
+  the tables in ``streamwire.log.sqlite._schema``; the read rules are the shared ones
+  (``streamwire.log._reader``). This module is the API, the reader loop and the wake-ups. The
+  record store beside the streams (``record_store``: run records) runs on the same worker.
 * **Readers** pull pages of chunks above their position (no buffer per reader in the log). In
   this process they are woken by a per-stream ``anyio.Event`` that every committed change sets (no
   polling). Changes committed by another connection (another process, or another log on the same
@@ -44,10 +45,10 @@ from typing import Any, Final, Literal, TypeVar, final
 
 import anyio
 
-from ..errors import LogError, UsageError
-from ..frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
-from . import DEFAULT_LIST_LIMIT, Producer, StreamInfo
-from ._common import (
+from ...errors import LogError, UsageError
+from ...frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
+from .. import DEFAULT_LIST_LIMIT, LogCapabilities, Producer, StreamInfo
+from .._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
@@ -63,12 +64,14 @@ from ._common import (
     end_payload,
     fail_payload,
 )
-from ._producers import check_producer
-from ._reader import ReadPosition
-from ._sqlite_sql import Statements
-from ._sqlite_worker import Worker
+from .._producers import check_producer
+from .._reader import ReadPosition
+from .._records import RecordStore, check_kind
+from ._records import SQLiteRecordStore
+from ._sql import Statements
+from ._worker import Worker
 
-__all__ = ["DEFAULT_POLL_INTERVAL", "DEFAULT_WATCH_INTERVAL", "SQLiteLog"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "DEFAULT_POLL_INTERVAL", "DEFAULT_WATCH_INTERVAL", "SQLiteLog"]
 
 #: Seconds a waiting reader sleeps before it looks for a dead writer (and, off asyncio, for changes
 #: made by another process). In-process changes wake it at once.
@@ -77,6 +80,8 @@ DEFAULT_POLL_INTERVAL: Final = 1.0
 DEFAULT_WATCH_INTERVAL: Final = 0.05
 #: Seconds a statement waits for another process's write lock before ``LogError``.
 DEFAULT_BUSY_TIMEOUT: Final = 5.0
+#: What a ``SQLiteLog`` offers beyond ``StreamLog``: everything.
+CAPABILITIES: Final = LogCapabilities(positions=True, listing=True, fanout=True, records=True)
 
 _T = TypeVar("_T")
 #: Seconds a parked reader waits past the lease's end before it looks (clock granularity).
@@ -164,6 +169,16 @@ class SQLiteLog:
     def _thread(self) -> object:
         """The worker thread once started (tests check it stops)."""
         return self._worker.thread
+
+    @property
+    def capabilities(self) -> LogCapabilities:
+        """Positions, listing, fan-out and a record store (``LogCapabilities``)."""
+        return CAPABILITIES
+
+    def record_store(self, kind: str) -> RecordStore:
+        """The store of ``kind`` records in this file (table ``{kind}s``), run on this log's
+        worker thread: one connection and one thread for streams and records alike."""
+        return SQLiteRecordStore(self._call, check_kind(kind))
 
     async def _call(self, fn: Callable[..., _T], *args: Any, write: bool = True) -> _T:
         if self._closed:

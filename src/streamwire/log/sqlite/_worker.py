@@ -25,9 +25,9 @@ from typing import Any, Final, TypeVar, final
 
 import anyio
 
-from ..errors import LogError, StreamwireError
-from ._sqlite_schema import ADDED_COLUMNS, SCHEMA
-from ._sqlite_sql import Statements
+from ...errors import LogError, StreamwireError
+from ._schema import ADDED_COLUMNS, SCHEMA
+from ._sql import Statements
 
 __all__ = ["MAX_GROUP", "Worker"]
 

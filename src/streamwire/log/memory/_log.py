@@ -7,7 +7,7 @@ gap-free under any number of concurrent appenders without a lock.
 
 A reader is pull-based: it remembers its position and, each time it wakes, takes the next batch of
 retained chunks above it (a ``bisect`` by sequence), by the read rules every backend shares
-(``streamwire.log._reader``; the stream's state is in ``streamwire.log._memory_stream``). The log
+(``streamwire.log._reader``; the stream's state is in ``streamwire.log.memory._stream``). The log
 buffers nothing per reader, and an append never waits on one; it only wakes the readers parked on
 the stream (no polling). ``rewound`` markers are kept per stream (bounded) with the head at the time, so each reader
 delivers them exactly where they happened, and only to readers attached before the cleanup.
@@ -26,10 +26,10 @@ from typing import Any, Final, final
 import anyio
 import msgspec
 
-from ..errors import LogError, StreamNotFoundError, StreamStateError, UsageError
-from ..frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
-from . import DEFAULT_LIST_LIMIT, Producer, StreamInfo, StreamStatus
-from ._common import (
+from ...errors import LogError, StreamNotFoundError, StreamStateError, UsageError
+from ...frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
+from .. import DEFAULT_LIST_LIMIT, LogCapabilities, Producer, StreamInfo, StreamStatus
+from .._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
@@ -47,15 +47,20 @@ from ._common import (
     json_copy,
     rewound_frame,
 )
-from ._memory_stream import Stream, asyncio_loop
-from ._producers import admit, check_producer, record
-from ._reader import ReadPosition, attach, next_frames, settled
+from .._producers import admit, check_producer, record
+from .._reader import ReadPosition, attach, next_frames, settled
+from .._records import RecordStore, check_kind
+from ._records import MemoryRecordStore
+from ._stream import Stream, asyncio_loop
 
 __all__ = ["MemoryLog"]
 
 #: ``rewound`` markers kept per stream while readers are attached; a reader that has not taken
 #: this many markers (thousands of cleanups while it sat still) gets a recoverable ``fail``.
 MAX_PENDING_MARKERS: Final = 1024
+
+#: What a ``MemoryLog`` offers beyond ``StreamLog``: everything.
+CAPABILITIES: Final = LogCapabilities(positions=True, listing=True, fanout=True, records=True)
 
 _validate_json = msgspec.json.Decoder(msgspec.Raw).decode
 _monotonic = time.monotonic
@@ -97,6 +102,17 @@ class MemoryLog:
         self._epoch_prefix = uuid.uuid4().hex[:12]
         self._epochs = itertools.count(1)
         self._closed = False
+        self._record_stores: dict[str, MemoryRecordStore] = {}
+
+    @property
+    def capabilities(self) -> LogCapabilities:
+        """Positions, listing, fan-out and a record store (``LogCapabilities``)."""
+        return CAPABILITIES
+
+    def record_store(self, kind: str) -> RecordStore:
+        """The store of ``kind`` records beside the streams, in this process's memory (one per
+        kind and log: every caller shares it)."""
+        return self._record_stores.setdefault(check_kind(kind), MemoryRecordStore())
 
     # -- lookup -----------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import Final
 
 import msgspec
 
-from . import StreamStatus
+from .. import StreamStatus
 
 __all__ = ["ADDED_COLUMNS", "COLUMNS", "SCHEMA", "Row"]
 

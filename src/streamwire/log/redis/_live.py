@@ -6,15 +6,15 @@ from __future__ import annotations
 import asyncio
 import math
 from collections import deque
-from typing import Any, Final, cast, final
+from typing import Final, cast, final
 
 import msgspec
 from redis.asyncio.connection import Connection, ConnectionPool
 
-from ..errors import LogError
-from ..frames import ChunkFrame, EndFrame, FailFrame, RewoundFrame, StreamFrame
-from ._redis_commands import connection
-from ._redis_scripts import LiveKind
+from ..._compat.redis import new_connection, read_reply, send_command
+from ...errors import LogError
+from ...frames import ChunkFrame, EndFrame, FailFrame, RewoundFrame, StreamFrame
+from ._scripts import LiveKind
 
 __all__ = [
     "CLOSED",
@@ -225,7 +225,7 @@ class Dispatcher:
                 self._wake.set()
 
     async def run(self) -> None:
-        conn = connection(self._factory)
+        conn = new_connection(self._factory)
         try:
             await conn.connect()  # type: ignore[no-untyped-call]
             async with asyncio.TaskGroup() as group:
@@ -277,7 +277,7 @@ class Dispatcher:
                                f"health_interval={self._health}s", retryable=True)
             if self._ping_at is None and now - self._heard >= self._health:
                 self._ping_at = now
-                await conn.send_packed_command(conn.pack_command("PING"), check_health=False)
+                await send_command(conn, "PING")
             self._wake.clear()
             new = [ch for ch, t in self.topics.items() if not t.sent]
             gone = [ch for ch in self._subscribed if ch not in self.topics]
@@ -292,17 +292,15 @@ class Dispatcher:
                 # would be lost without a trace; the listener fails and readers re-attach
                 raise LogError("the Redis subscription connection closed", retryable=True)
             if gone:
-                await conn.send_packed_command(conn.pack_command("UNSUBSCRIBE", *gone),
-                                               check_health=False)
+                await send_command(conn, "UNSUBSCRIBE", *gone)
             if new:
-                await conn.send_packed_command(conn.pack_command("SUBSCRIBE", *new),
-                                               check_health=False)
+                await send_command(conn, "SUBSCRIBE", *new)
 
     async def _listen(self, conn: Connection) -> None:
         max_queue = self._max_queue
         loop = asyncio.get_running_loop()
         while True:
-            raw = cast(Any, await conn.read_response(timeout=math.inf))
+            raw = await read_reply(conn)
             self._heard = loop.time()
             if type(raw) is not list or len(cast(list[bytes], raw)) < 2:
                 raise LogError(f"unexpected reply on the Redis subscription: {raw!r}")

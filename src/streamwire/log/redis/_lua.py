@@ -1,6 +1,6 @@
-"""The Lua functions ``RedisLog``'s scripts share (``streamwire.log._redis_scripts`` prepends them):
+"""The Lua functions ``RedisLog``'s scripts share (``streamwire.log.redis._scripts`` prepends them):
 the idempotent-producer rule, the writer's lease and the stream index that ``list_streams`` pages
-through. Placeholders (``@MAX_PRODUCER_BATCHES@``) are filled in by ``_redis_scripts``."""
+through. Placeholders (``@MAX_PRODUCER_BATCHES@``) are filled in by ``_scripts``."""
 
 from __future__ import annotations
 

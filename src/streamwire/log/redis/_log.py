@@ -16,6 +16,11 @@ are the ones every backend shares, ``streamwire.log._reader``):
   ``{prefix}:s:ids`` (sorted set, score 0) indexes every stream's id for ``list_streams``
   (``ZRANGEBYLEX``: id order), ``{prefix}:s:exp`` scores the finished ones by when they expire;
   the create, finish, restart and delete scripts keep both in step with the stream, atomically.
+* **One connection set-up per log** (``_commands.Commands``): one command connection shared by
+  every caller, auto-pipelined (a burst of callers queues on the socket, none is refused), used
+  by the log and by its record store (``record_store``: run records), plus the pub/sub
+  connection below. What it needs of redis-py below the client API is in
+  ``streamwire._compat.redis``, checked against the installed version.
 * **Live delivery without polling.** Per process, ONE pub/sub connection and one subscription per
   stream, whatever the number of local readers; a dispatcher task owned by the ``RedisLog`` parses
   each message once and hands the same frames to every local reader's bounded queue. A reader
@@ -64,23 +69,16 @@ from typing import Any, Final, final
 
 import msgspec
 
-# This import runs before the private modules import redis, so a missing extra gets this message.
-try:
-    from redis.asyncio.connection import Connection  # noqa: F401  # pyright: ignore[reportUnusedImport]
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        'streamwire.log.redis needs the redis package: pip install "streamwire[redis]"') from exc
-
-from ..errors import LogError, StreamNotFoundError, UsageError
-from ..frames import (
+from ...errors import LogError, StreamNotFoundError, UsageError
+from ...frames import (
     EndFrame,
     EndStatus,
     FailFrame,
     RewoundFrame,
     TerminalFrame,
 )
-from . import DEFAULT_LIST_LIMIT, Producer, StreamInfo, StreamStatus
-from ._common import (
+from .. import DEFAULT_LIST_LIMIT, LogCapabilities, Producer, StreamInfo, StreamStatus
+from .._common import (
     DEFAULT_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
@@ -97,12 +95,14 @@ from ._common import (
     end_payload,
     fail_payload,
 )
-from ._producers import check_producer
-from ._redis_commands import CLOSE_TIMEOUT, Commands
-from ._redis_live import Dispatcher, Live, Sub, rewound_decoder
-from ._redis_reading import RedisReading
-from ._redis_scripts import LeaseLapsedError, LiveKind, list_ids, run_script
-from ._redis_views import PAGE, Page
+from .._producers import check_producer
+from .._records import RecordStore, check_kind
+from ._commands import CLOSE_TIMEOUT, Commands
+from ._live import Dispatcher, Live, Sub, rewound_decoder
+from ._reading import RedisReading
+from ._records import RedisRecordStore
+from ._scripts import LeaseLapsedError, LiveKind, list_ids, run_script
+from ._views import PAGE, Page
 
 __all__ = [
     "DEFAULT_COMMAND_TIMEOUT",
@@ -126,6 +126,8 @@ DEFAULT_COMMAND_TIMEOUT: Final = 10.0
 DEFAULT_HEALTH_INTERVAL: Final = 15.0
 #: Seconds to wait for Redis to confirm a subscription before a reader gives up (retryable).
 DEFAULT_SUBSCRIBE_TIMEOUT: Final = 10.0
+#: What a ``RedisLog`` offers beyond ``StreamLog``: everything.
+CAPABILITIES: Final = LogCapabilities(positions=True, listing=True, fanout=True, records=True)
 _terminal_json: Final = msgspec.json.Encoder()
 _GONE_JSON: Final = msgspec.json.encode(FailFrame(**WRITER_GONE))
 #: The page's ``mark`` when the reader's is not known yet (above any marker number).
@@ -196,6 +198,16 @@ class RedisLog(RedisReading):
         self._epochs: OrderedDict[str, str] = OrderedDict()
         self._closed = False
         self._readers: set[Sub] = set()
+
+    @property
+    def capabilities(self) -> LogCapabilities:
+        """Positions, listing, fan-out and a record store (``LogCapabilities``)."""
+        return CAPABILITIES
+
+    def record_store(self, kind: str) -> RecordStore:
+        """The store of ``kind`` records on this log's server, under its prefix, sent on its
+        command connection (one socket, auto-pipelined: bursts queue, none is refused)."""
+        return RedisRecordStore(self._commands, self.prefix, check_kind(kind))
 
     # keys ---------------------------------------------------------------------------------
 

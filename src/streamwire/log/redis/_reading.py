@@ -11,14 +11,14 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Final
 
-from ..errors import LogError, StreamNotFoundError
-from ..frames import StreamFrame, TruncatedFrame
-from ._common import MAX_SAFE_INTEGER, check_cursor
-from ._reader import ReadPosition, ReadView, attach, next_frames
-from ._redis_commands import Commands
-from ._redis_live import CLOSED, DUE, OVERFLOW, Dispatcher, Sub
-from ._redis_scripts import LiveKind
-from ._redis_views import GONE, PAGE, LiveView, Page
+from ...errors import LogError, StreamNotFoundError
+from ...frames import StreamFrame, TruncatedFrame
+from .._common import MAX_SAFE_INTEGER, check_cursor
+from .._reader import ReadPosition, ReadView, attach, next_frames
+from ._commands import Commands
+from ._live import CLOSED, DUE, OVERFLOW, Dispatcher, Sub
+from ._scripts import LiveKind
+from ._views import GONE, PAGE, LiveView, Page
 
 __all__ = ["RedisReading"]
 

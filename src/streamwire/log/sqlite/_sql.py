@@ -19,13 +19,13 @@ from typing import Any, Final, final
 
 import msgspec
 
-from ..errors import StreamNotFoundError, StreamStateError
-from ..frames import ChunkFrame, RewoundFrame, TerminalFrame, TruncatedFrame
-from . import Producer, StreamInfo, StreamStatus
-from ._common import WRITER_GONE, rewound_frame, terminal_frame
-from ._producers import ProducerState, admit, record
-from ._reader import ReaderState, Step, attach, next_frames, settled
-from ._sqlite_schema import COLUMNS, Row
+from ...errors import StreamNotFoundError, StreamStateError
+from ...frames import ChunkFrame, RewoundFrame, TerminalFrame, TruncatedFrame
+from .. import Producer, StreamInfo, StreamStatus
+from .._common import WRITER_GONE, rewound_frame, terminal_frame
+from .._producers import ProducerState, admit, record
+from .._reader import ReaderState, Step, attach, next_frames, settled
+from ._schema import COLUMNS, Row
 
 __all__ = ["MAX_MARKERS", "READ_PAGE", "READ_PAGE_BYTES", "SQLReader", "Statements"]
 

@@ -11,12 +11,12 @@ from typing import Any, Final, final
 
 from redis import exceptions as redis_errors
 
-from ..errors import LogError, StreamNotFoundError, StreamStateError
-from ._producers import MAX_PRODUCER_BATCHES, epoch_error, sequence_error
-from ._redis_commands import REDIS_DOWN, Commands, NotSent
-from ._redis_lua import INDEX as _INDEX
-from ._redis_lua import LEASE as _LEASE
-from ._redis_lua import PRODUCER as _PRODUCER
+from ...errors import LogError, StreamNotFoundError, StreamStateError
+from .._producers import MAX_PRODUCER_BATCHES, epoch_error, sequence_error
+from ._commands import REDIS_DOWN, Commands, NotSent
+from ._lua import INDEX as _INDEX
+from ._lua import LEASE as _LEASE
+from ._lua import PRODUCER as _PRODUCER
 
 __all__ = [
     "MAX_MARKERS",
@@ -25,6 +25,8 @@ __all__ = [
     "SCRIPTS",
     "LeaseLapsedError",
     "LiveKind",
+    "Script",
+    "evalsha",
     "list_ids",
     "map_reply",
     "run_script",
@@ -324,7 +326,7 @@ return redis.call('ZRANGEBYLEX', KEYS[1], from, '+', 'LIMIT', 0, tonumber(ARGV[2
 
 
 @final
-class _Script:
+class Script:
     """A Lua script with its SHA1, sent with ``EVALSHA`` and loaded on ``NOSCRIPT``."""
 
     __slots__ = ("sha", "source")
@@ -334,7 +336,7 @@ class _Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
 
-SCRIPTS: Final = {name: _Script(_lua(src)) for name, src in (
+SCRIPTS: Final = {name: Script(_lua(src)) for name, src in (
     ("append", _APPEND), ("create", _CREATE), ("finish", _FINISH), ("cleanup", _CLEANUP),
     ("restart", _RESTART), ("delete", _DELETE), ("page", _PAGE_SCRIPT),
     ("keepalive", _KEEPALIVE), ("lapse", _LAPSE), ("unlist", _UNLIST), ("list", _LIST))}
@@ -351,7 +353,12 @@ class LeaseLapsedError(StreamStateError):
 async def _evalsha(commands: Commands, name: str, keys: Sequence[str],
                    args: Sequence[Any]) -> Any:
     """Script ``name``'s reply, sent by SHA1 (and loaded on ``NOSCRIPT``)."""
-    script = SCRIPTS[name]
+    return await evalsha(commands, SCRIPTS[name], keys, args)
+
+
+async def evalsha(commands: Commands, script: Script, keys: Sequence[str],
+                  args: Sequence[Any]) -> Any:
+    """``script``'s reply, sent by SHA1 (and loaded on ``NOSCRIPT``)."""
     try:
         return await commands.call("EVALSHA", script.sha, len(keys), *keys, *args)
     except redis_errors.NoScriptError:
