@@ -42,6 +42,7 @@ from typing import Any, Final, Literal, Protocol, TypeAlias, cast, final, runtim
 
 import msgspec
 
+from .._public import publish
 from ..errors import UsageError
 from ..frames import EndStatus, RewoundFrame, StreamFrame
 from ._records import RecordStore, StoredRecord, check_kind
@@ -283,3 +284,6 @@ def record_store_of(log: object, kind: str) -> RecordStore:
         raise UsageError(f"a {type(log).__name__} declares no record store "
                          "(LogCapabilities.records is false)")
     return cast(CapableLog, log).record_store(kind)
+
+
+publish(globals(), ["RecordStore", "StoredRecord"])

@@ -1,36 +1,4 @@
-"""The SSE wire codec: bytes to events and back, sans-I/O.
-
-``SSEDecoder`` implements the WHATWG HTML "event stream" interpretation
-(https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation)
-exactly, with size limits; ``encode_frame`` and ``encode_comment`` write frames that no field value
-can break out of. Nothing here does I/O or imports asyncio.
-
-Strategy (decoder), measured in ``bench/bench_sse.py``:
-
-- A feed with no line end only extends the current line: it is appended to one ``bytearray``
-  (amortised O(1)) after two single-byte ``in`` tests (memchr); nothing else runs.
-- Otherwise the new bytes are split into lines in C (one memchr split; CRLF streams one split on
-  ``b"\r\n"``; only lone CRs pay for a rewrite) and the buffered start of the first line is joined
-  to it. Lines stay bytes: each value is decoded alone, strictly first (the fast path) and with
-  U+FFFD replacement only if that fails, so one emoji does not widen a whole run of text.
-- The loop keeps the event being built in locals. A ``data: `` or ``id: `` line is recognised by
-  ``removeprefix``, which allocates only the value; a repeated ``event:`` line by one comparison;
-  anything else takes the exact WHATWG path. Events are built positionally.
-- Small pieces that only end a data, id or event line are held back in the buffer and interpreted
-  with the blank line that dispatches them (such lines change nothing before it); blank lines,
-  comments and ``retry:`` are never held, and held lines never hide a limit.
-- A data line of many megabytes that arrived in pieces is decoded straight from the buffer (``del``
-  at the front of a bytearray is O(1)): no copy of it is made.
-- A CR that ends one feed ends its line at once; a LF that starts the next feed is dropped (no
-  holding back, unlike eventsource-parser).
-
-Time is linear in the input whatever the chunking; memory is bounded by ``max_line_size`` and
-``max_event_size``.
-
-The module is past the project's usual ~450 lines on purpose: it is one concern, the codec. Most of
-it is the decoder, whose parts (the buffer, held-back lines, the hot loop, the exact WHATWG path
-and the limits) share one buffer and one set of limits; the encoder is the same rules in reverse.
-"""
+"""The SSE decoder: bytes to events (the package docstring has the strategy)."""
 
 from __future__ import annotations
 
@@ -40,16 +8,9 @@ from typing import Final, NoReturn, final
 
 import msgspec
 
-from .errors import SSEDecodeError, UsageError
+from ..errors import SSEDecodeError, UsageError
 
-__all__ = [
-    "DEFAULT_MAX_EVENT_SIZE",
-    "DEFAULT_MAX_LINE_SIZE",
-    "SSEDecoder",
-    "SSEEvent",
-    "encode_comment",
-    "encode_frame",
-]
+__all__ = ["DEFAULT_MAX_EVENT_SIZE", "DEFAULT_MAX_LINE_SIZE", "SSEDecoder", "SSEEvent"]
 
 #: Default cap on one line (bytes). LLM streams carry attachments as data URLs in one JSON line;
 #: the Stream Module TRD (``seeds/003_60bfba441a0f0128.txt``) sizes them at 1-10 MB, so 32 MiB
@@ -507,44 +468,3 @@ class SSEDecoder:
             events=events,
         )
 
-
-def _check_field(name: str, value: str, *, nul: bool) -> None:
-    if "\n" in value or "\r" in value or (nul and "\x00" in value):
-        forbidden = "CR, LF or NUL" if nul else "CR or LF"
-        raise ValueError(f"SSE {name} must not contain {forbidden} (frame injection): {value!r}")
-
-
-def encode_frame(
-    data: str,
-    *,
-    event: str | None = None,
-    id: str | None = None,
-    retry: int | None = None,
-) -> bytes:
-    """Serialise one SSE event. Multi-line ``data`` (LF, CR or CRLF) becomes several ``data:`` lines.
-
-    Raises:
-        ValueError: ``event`` or ``id`` contains CR or LF, ``id`` contains NUL, or ``retry`` is not
-            a non-negative int.
-    """
-    head = ""
-    if event is not None:
-        _check_field("event", event, nul=False)
-        head = f"event: {event}\n"
-    if id is not None:
-        _check_field("id", id, nul=True)
-        head = f"{head}id: {id}\n"
-    if retry is not None:
-        if type(retry) is not int or retry < 0:
-            raise ValueError(f"SSE retry must be a non-negative int, got {retry!r}")
-        head = f"{head}retry: {retry}\n"
-    if "\n" in data or "\r" in data:
-        data = data.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\ndata: ")
-    return f"{head}data: {data}\n\n".encode()
-
-
-def encode_comment(text: str = "") -> bytes:
-    """Serialise a comment (``: text``), e.g. a heartbeat. Each line of ``text`` stays a comment."""
-    if "\n" in text or "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "\n: ")
-    return f": {text}\n\n".encode() if text else b":\n\n"
