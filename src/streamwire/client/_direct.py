@@ -12,7 +12,7 @@ import httpx
 
 from ..errors import StreamDropError, UsageError
 from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE, SSEDecoder, SSEEvent
-from ._core import response_error
+from ._http import response_error
 
 __all__ = ["ByteSource", "create_sse_readable"]
 

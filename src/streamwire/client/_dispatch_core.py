@@ -20,7 +20,8 @@ from ..errors import (
 )
 from ..frames import ChunkFrame, FailFrame, RemoteOutcomeKind, TransportDecoder
 from ..runs import RunOutcome, outcome_from_status, outcome_from_terminal
-from ._core import RETRY_STATUSES, Backoff, RetryPolicy, request_headers
+from ._core import Backoff, RetryPolicy
+from ._http import RETRY_STATUSES, request_headers
 
 __all__ = ["DEFAULT_RECOVER_TIMEOUT", "Follow", "error_for", "retryable_status"]
 

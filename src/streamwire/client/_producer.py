@@ -42,6 +42,7 @@ from ..errors import ResponseStatusError, StreamwireError
 from ..frames import EndStatus
 from ._base import LOGGER
 from ._core import RetryPolicy
+from ._http import bearer_headers
 from ._producer_core import (
     DEFAULT_KEEPALIVE_INTERVAL,
     DEFAULT_PRODUCER_RETRY,
@@ -65,9 +66,7 @@ class _ProducerBase:
         self._base = httpx.URL(str(base_url).rstrip("/") + "/")
         self.session = ProducerSession(stream_id, producer_id or uuid.uuid4().hex, epoch, seq,
                                        retry or DEFAULT_PRODUCER_RETRY)
-        self._headers = dict(headers or {})
-        if token is not None:
-            self._headers["Authorization"] = f"Bearer {token}"
+        self._headers = {**(headers or {}), **bearer_headers(token)}
         self._keepalive_interval = keepalive_interval
         self._timeout = timeout
         self._last_request = time.monotonic()

@@ -36,7 +36,8 @@ from ..errors import (
     ResponseStatusError,
     StreamwireError,
 )
-from ._core import BODY_QUOTE, RETRY_STATUSES, Backoff, RetryPolicy
+from ._core import Backoff, RetryPolicy
+from ._http import BODY_QUOTE, RETRY_STATUSES, parse_retry_after
 
 __all__ = [
     "DEFAULT_KEEPALIVE_INTERVAL",
@@ -157,12 +158,11 @@ class ProducerSession:
                 f"producer {self.producer_id!r} is fenced: epoch {fields.get('currentEpoch')} "
                 f"took over from epoch {self.epoch} ({message})", producer_id=self.producer_id,
                 current=_int(fields.get("currentEpoch")), received=self.epoch))
-        wait = float(retry_after) if retry_after is not None and retry_after.isdigit() else None
         outcome = fields.get("outcome")
         said = f", outcome {outcome}" if isinstance(outcome, str) else ""
         raise ResponseStatusError(f"{self._name(call)}: HTTP {status}{said}: {message}",
                                   status_code=status, retryable=status in RETRY_STATUSES,
-                                  retry_after=wait)
+                                  retry_after=parse_retry_after(retry_after))
 
     def lost(self, call: ProducerCall, exc: BaseException) -> StreamwireError:
         """The request or its answer was lost on the network: the outcome is unknown."""
