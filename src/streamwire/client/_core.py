@@ -1,7 +1,7 @@
 """The resumable client's sans-I/O half: what to send, what the bytes mean, when and whether to retry.
 
-The async and sync adapters (``_async.py``, ``_sync.py``) and ``streamwire tail`` only move bytes
-and sleep; every decision lives here so the loops stay twins. Bytes become frames through
+The reader's loop (``_async.py``, and ``_sync.py`` generated from it) and ``streamwire tail`` only
+move bytes and sleep; every decision lives here. Bytes become frames through
 ``streamwire.frames.FrameDecoder``; what a frame means to a reader (dedup by sequence, ``rewound``,
 the end of a connection mapped through ``classify_stream_terminal``) is
 ``streamwire.frames.ResumeState``. This module adds the policy around re-attaching: which HTTP
