@@ -37,6 +37,7 @@ CLIENT = ROOT / "src" / "streamwire" / "client"
 #: Each hand-written async module of ``CLIENT`` and the sync module generated from it.
 PAIRS: dict[str, str] = {
     "_async.py": "_sync.py",
+    "_chat.py": "_chat_sync.py",
 }
 
 #: The rewrites, in order: (pattern, replacement), each pattern matched as whole words.

@@ -41,7 +41,8 @@ from __future__ import annotations
 from .._public import publish
 from ._async import AsyncResumableStream
 from ._base import StreamOptions
-from ._chat import AsyncChatReply, ChatReply
+from ._chat import AsyncChatReply
+from ._chat_sync import ChatReply
 from ._core import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
