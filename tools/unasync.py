@@ -39,6 +39,7 @@ PAIRS: dict[str, str] = {
     "_async.py": "_sync.py",
     "_chat.py": "_chat_sync.py",
     "_dispatcher.py": "_dispatcher_sync.py",
+    "_producer.py": "_producer_sync.py",
 }
 
 #: The rewrites, in order: (pattern, replacement), each pattern matched as whole words.

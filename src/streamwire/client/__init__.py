@@ -57,7 +57,8 @@ from ._direct import ByteSource, create_sse_readable
 from ._dispatch_core import DEFAULT_RECOVER_TIMEOUT
 from ._dispatcher import AsyncDispatcher, AsyncRun
 from ._dispatcher_sync import Dispatcher, Run
-from ._producer import AsyncProducer, Producer
+from ._producer import AsyncProducer
+from ._producer_sync import Producer
 from ._sync import ResumableStream
 
 __all__ = [

@@ -7,9 +7,11 @@ written once is here, each async name beside the sync one it becomes:
 
 - ``AsyncHook``/``Hook``, ``acall``/``call``: a user's callback (the async reader awaits what it
   returns when that is awaitable, so a hook may be either kind of function);
-- ``asleep``/``sleep``, ``aread_head``/``read_head``;
+- ``asleep``/``sleep``, ``AsyncLock``/``Lock``, ``aread_head``/``read_head``;
 - ``AsyncLink``/``Link``: the connection a reader is on, and how ``close()`` stops a read blocked
-  on it (a cancel scope; a socket shutdown from another thread).
+  on it (a cancel scope; a socket shutdown from another thread);
+- ``AsyncKeeper``/``Keeper``: a loop run in the background while an object is open (a task in
+  a task group; a daemon thread).
 """
 
 from __future__ import annotations
@@ -19,19 +21,24 @@ import inspect
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator
-from typing import Final, TypeAlias, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterator
+from typing import Any, Final, TypeAlias, TypeVar
 
 import anyio
+import anyio.abc
 import httpx
 
 from ._http import BODY_QUOTE
 
 __all__ = [
     "AsyncHook",
+    "AsyncKeeper",
     "AsyncLink",
+    "AsyncLock",
     "Hook",
+    "Keeper",
     "Link",
+    "Lock",
     "acall",
     "aread_head",
     "asleep",
@@ -50,6 +57,8 @@ Hook: TypeAlias = Callable[[A], R]
 
 asleep: Final = anyio.sleep
 sleep: Final = time.sleep
+AsyncLock: Final = anyio.Lock
+Lock: Final = threading.Lock
 
 
 async def acall(hook: AsyncHook[A, R], arg: A) -> R:
@@ -157,3 +166,57 @@ class Link:
 
     def sleep(self, seconds: float) -> None:
         self._wake.wait(seconds)
+
+
+class AsyncKeeper:
+    """Runs a loop as a task while its owner is open (``start`` in ``__aenter__``, ``stop`` in
+    ``__aexit__``); ``stop`` cancels it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._group: anyio.abc.TaskGroup | None = None
+
+    @property
+    def running(self) -> bool:
+        return True  # a stopped loop is cancelled, it never sees this turn False
+
+    async def start(self, loop: Callable[[], Coroutine[Any, Any, object]]) -> None:
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(loop, name=self._name)
+
+    async def stop(self) -> None:
+        group, self._group = self._group, None
+        if group is not None:
+            group.cancel_scope.cancel()
+            await group.__aexit__(None, None, None)
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
+
+
+class Keeper:
+    """Runs a loop in a daemon thread while its owner is open; the loop ends once ``running``
+    is False (``stop`` sets it, wakes ``sleep`` and waits for the thread)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return not self._stop.is_set()
+
+    def start(self, loop: Callable[[], object]) -> None:
+        self._thread = threading.Thread(target=loop, daemon=True, name=self._name)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join()
+
+    def sleep(self, seconds: float) -> None:
+        self._stop.wait(seconds)
