@@ -548,6 +548,62 @@ def test_sync_close_from_another_thread() -> None:
     assert time.monotonic() - start < 5
 
 
+class _ClosesTheReaderOnRelease(httpx.AsyncByteStream, httpx.SyncByteStream):
+    """A refused answer's body whose release closes the reader: a ``close()`` from another task
+    or thread landing while the reader lets go of a failed connection."""
+
+    def __init__(self, reader: list[AsyncResumableStream[Any] | ResumableStream[Any]]) -> None:
+        self._reader = reader
+
+    #: Longer than the start of a refused body a reader reads (it never reaches the end).
+    BODY = (b"gone " * 100, b"still gone")
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.BODY
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for part in self.BODY:
+            yield part
+
+    def close(self) -> None:
+        self._reader[0].close()
+
+    async def aclose(self) -> None:
+        self._reader[0].close()
+
+
+@pytest.mark.parametrize("status", [404, 503])
+@pytest.mark.anyio
+async def test_a_close_wins_over_the_failure_it_lands_on_in_both_twins(status: int) -> None:
+    """The twins once differed here (only the sync one checked ``_closed`` before ``_failed``):
+    a caller's close is quiet, so it must not become a re-attach (503) or an error (404)."""
+    reader: list[AsyncResumableStream[Any] | ResumableStream[Any]] = []
+    waits: list[float] = []
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, headers={"content-type": "text/plain"},
+                              stream=_ClosesTheReaderOnRelease(reader))
+
+    transport = httpx.MockTransport(refuse)
+    async with httpx.AsyncClient(transport=transport) as client:
+        stream = AsyncResumableStream(client, "http://test/s", retry=FAST,
+                                      on_reattach=lambda error, wait: waits.append(wait))
+        reader.append(stream)
+        async with stream:
+            assert [c async for c in stream] == []
+    with httpx.Client(transport=transport) as client:
+        sync = ResumableStream(client, "http://test/s", retry=FAST,
+                               on_reattach=lambda error, wait: waits.append(wait))
+        reader[0] = sync
+        with sync:
+            assert list(sync) == []
+    assert waits == []
+    for done in (stream, sync):
+        assert done.last_error is None
+        assert done.stats.reattaches == 0
+        assert done.stats.connections == 1
+
+
 # -- the real stream server ------------------------------------------------------------------------
 
 

@@ -41,7 +41,8 @@ from __future__ import annotations
 from .._public import publish
 from ._async import AsyncResumableStream
 from ._base import StreamOptions
-from ._chat import AsyncChatReply, ChatReply
+from ._chat import AsyncChatReply
+from ._chat_sync import ChatReply
 from ._core import (
     DEFAULT_BACKOFF_INITIAL,
     DEFAULT_BACKOFF_MAX,
@@ -56,7 +57,8 @@ from ._direct import ByteSource, create_sse_readable
 from ._dispatch_core import DEFAULT_RECOVER_TIMEOUT
 from ._dispatcher import AsyncDispatcher, AsyncRun
 from ._dispatcher_sync import Dispatcher, Run
-from ._producer import AsyncProducer, Producer
+from ._producer import AsyncProducer
+from ._producer_sync import Producer
 from ._sync import ResumableStream
 
 __all__ = [

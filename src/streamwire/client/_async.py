@@ -1,29 +1,23 @@
-"""``AsyncResumableStream``: the resumable reader for ``httpx.AsyncClient`` (the module docstring of
-``streamwire.client`` describes its behaviour)."""
+"""``AsyncResumableStream``: the resumable reader over an ``httpx.AsyncClient`` (the module
+docstring of ``streamwire.client`` describes its behaviour; ``_base`` and ``_core`` hold all it
+decides, this module moves bytes)."""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from types import TracebackType
-from typing import TypeAlias, TypeVar, Unpack, overload
+from typing import TypeVar, Unpack, overload
 
-import anyio
 import httpx
 
 from ..errors import StreamTruncatedError
 from ..frames import ChunkFrame, RewoundFrame
 from ._base import StreamBase, StreamOptions, broke
-from ._core import BODY_QUOTE
+from ._concurrency import AsyncHook, AsyncLink, acall, aread_head
 
 __all__ = ["AsyncResumableStream"]
 
 T = TypeVar("T")
-R = TypeVar("R")
-A = TypeVar("A")
-
-#: A hook the async stream calls with one argument and awaits if it returns an awaitable.
-_AsyncHook: TypeAlias = Callable[[A], Awaitable[R] | R]
 
 
 class AsyncResumableStream(StreamBase[T]):
@@ -34,69 +28,65 @@ class AsyncResumableStream(StreamBase[T]):
         url: a URL serving wire v2 (``GET /streams/{id}/sse``).
         decode: turns each chunk into the item yielded (e.g. a contract's message decoder);
             by default the ``ChunkFrame`` itself is yielded.
-        on_rewound: called (and awaited if it returns an awaitable) with each ``RewoundFrame``.
-        on_truncated: called with the floor on ``truncated`` (awaited likewise); returns the
-            sequence a refetched snapshot covers (reading resumes after it) or None to raise
-            ``StreamTruncatedError``.
+        on_rewound: called with each ``RewoundFrame``.
+        on_truncated: called with the floor on ``truncated``; returns the sequence a refetched
+            snapshot covers (reading resumes after it) or None to raise ``StreamTruncatedError``.
         options: ``StreamOptions`` (cursor, retry, idle_timeout, headers, limits).
+
+    The hooks of the async stream may also be async functions (their results are awaited).
+    ``close()`` may be called from another task, or thread for the sync stream.
     """
 
     @overload
     def __init__(
         self: AsyncResumableStream[ChunkFrame], client: httpx.AsyncClient, url: str | httpx.URL,
-        *, decode: None = None, on_rewound: _AsyncHook[RewoundFrame, object] | None = None,
-        on_truncated: _AsyncHook[int, int | None] | None = None,
+        *, decode: None = None, on_rewound: AsyncHook[RewoundFrame, object] | None = None,
+        on_truncated: AsyncHook[int, int | None] | None = None,
         **options: Unpack[StreamOptions],
     ) -> None: ...
     @overload
     def __init__(
         self, client: httpx.AsyncClient, url: str | httpx.URL,
         *, decode: Callable[[ChunkFrame], T],
-        on_rewound: _AsyncHook[RewoundFrame, object] | None = None,
-        on_truncated: _AsyncHook[int, int | None] | None = None,
+        on_rewound: AsyncHook[RewoundFrame, object] | None = None,
+        on_truncated: AsyncHook[int, int | None] | None = None,
         **options: Unpack[StreamOptions],
     ) -> None: ...
     def __init__(
         self, client: httpx.AsyncClient, url: str | httpx.URL,
         *, decode: Callable[[ChunkFrame], T] | None = None,
-        on_rewound: _AsyncHook[RewoundFrame, object] | None = None,
-        on_truncated: _AsyncHook[int, int | None] | None = None,
+        on_rewound: AsyncHook[RewoundFrame, object] | None = None,
+        on_truncated: AsyncHook[int, int | None] | None = None,
         **options: Unpack[StreamOptions],
     ) -> None:
         super().__init__(url, decode, options)
         self._client = client
         self._on_rewound = on_rewound
         self._on_truncated = on_truncated
-        self._body: AsyncIterator[bytes] | None = None
-        self._scope: anyio.CancelScope | None = None
+        self._link = AsyncLink()
 
     async def __aenter__(self) -> AsyncResumableStream[T]:
         self._enter()
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self.aclose()
 
     def __aiter__(self) -> AsyncResumableStream[T]:
         return self
 
-    def close(self) -> None:
-        """Abort the read from anywhere (another task, a callback): iteration ends quietly."""
-        self._closed = True
-        if self._scope is not None:
-            self._scope.cancel()
-
     async def aclose(self) -> None:
-        """Abort the read and release the connection; iteration ends quietly."""
-        self.close()
-        await self._drop_connection()
+        """Abort the read and release the connection (from any task or thread); iteration ends
+        quietly."""
+        self._abort()
+        await self._link.release()
 
-    async def _drop_connection(self) -> None:
-        response, self._response, self._body = self._response, None, None
-        if response is not None:
-            with anyio.CancelScope(shield=True):
-                await response.aclose()
+    def _abort(self) -> None:
+        self._closed = True
+        self._link.interrupt()
 
     def _has_truncated_hook(self) -> bool:
         return self._on_truncated is not None
@@ -109,65 +99,52 @@ class AsyncResumableStream(StreamBase[T]):
                 if isinstance(item, ChunkFrame):
                     return self._item(item)
                 if self._on_rewound is not None:
-                    await _maybe_await(self._on_rewound(item))
+                    await acall(self._on_rewound, item)
                 continue
             if session.finished:
                 break
             error = session.take_error()
             if error is not None:
-                await self._drop_connection()
-                if self._failed(error):
+                await self._link.release()
+                # A close() wins over the failure it may have caused: no re-attach, no raise.
+                if not self._closed and self._failed(error):
                     assert isinstance(error, StreamTruncatedError)
                     assert self._on_truncated is not None
-                    self._snapshot(error, await _maybe_await(self._on_truncated(error.floor)))
+                    self._snapshot(error, await acall(self._on_truncated, error.floor))
                 continue
-            with anyio.CancelScope() as scope:
-                self._scope = scope
-                if self._closed:
-                    scope.cancel()
+            with self._link.interruptible():
                 await self._step()
-            self._scope = None
-        await self._drop_connection()
+        await self._link.release()
         raise StopAsyncIteration
 
     async def _step(self) -> None:
         """Open a connection if none is open, else read one piece of its body."""
-        session = self._session
-        if self._body is None:
+        session, link = self._session, self._link
+        body = link.body
+        if body is None:
             if self._delay > 0:
-                await anyio.sleep(self._delay)
+                await link.sleep(self._delay)
                 self._delay = 0.0
+                if self._closed:
+                    return
             try:
                 response = await self._client.send(self._request(self._client), stream=True)
-                self._response = response
-                body = await _head(response) if self._wants_body(response) else b""
+                link.attach(response)
+                head = await aread_head(response) if self._wants_body(response) else b""
             except httpx.TransportError as exc:
                 session.transport_failed(exc, "connect failed")
                 return
-            if self._accept(response, body):
-                self._body = response.aiter_bytes()
+            if self._accept(response, head):
+                link.open(response, response.aiter_bytes())
             return
         try:
-            data = await self._body.__anext__()
+            data = await anext(body)
         except StopAsyncIteration:
             session.end_of_body()
         except httpx.TransportError as exc:
             session.transport_failed(exc, broke(exc))
+        except httpx.StreamClosed:
+            if not self._closed:  # closed from elsewhere while reading: iteration ends quietly
+                raise
         else:
             session.feed(data)
-
-
-async def _maybe_await(value: Awaitable[R] | R) -> R:
-    if inspect.isawaitable(value):
-        return await value
-    return value
-
-
-async def _head(response: httpx.Response) -> bytes:
-    """The start of a refused answer's body (enough to quote; a huge page is not read whole)."""
-    head = bytearray()
-    async for data in response.aiter_bytes():
-        head += data
-        if len(head) >= BODY_QUOTE:
-            break
-    return bytes(head)

@@ -1,5 +1,6 @@
 """What the async and sync resumable streams share: their options, the session they drive and
-the public properties (the adapters in ``_async.py`` and ``_sync.py`` only move bytes)."""
+the public properties (the adapter in ``_async.py``, and ``_sync.py`` generated from it, only move
+bytes)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import httpx
 from ..errors import RetriesExhaustedError, StreamTruncatedError, StreamwireError, UsageError
 from ..frames import ChunkFrame, EndFrame
 from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE
+from ._concurrency import read_head
 from ._core import (
-    BODY_QUOTE,
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_IDLE_TIMEOUT,
     ClientSession,
@@ -23,6 +24,7 @@ from ._core import (
     is_event_stream,
 )
 
+# read_head stays importable from here for ``streamwire tail`` (client/tail.py).
 __all__ = ["LOGGER", "StreamBase", "StreamOptions", "broke", "read_head"]
 
 T = TypeVar("T")
@@ -72,7 +74,6 @@ class StreamBase(Generic[T]):
         self._closed = False
         self._entered = False
         self._delay = 0.0
-        self._response: httpx.Response | None = None
         self._on_reattach = options.get("on_reattach")
 
     @property
@@ -149,6 +150,13 @@ class StreamBase(Generic[T]):
         self._session.resume_from(sequence)
         self._delay = 0.0
 
+    def close(self) -> None:
+        """Abort the read from anywhere (another task, a callback): iteration ends quietly."""
+        self._abort()
+
+    def _abort(self) -> None:
+        raise NotImplementedError
+
     def _has_truncated_hook(self) -> bool:
         raise NotImplementedError
 
@@ -163,12 +171,3 @@ def broke(exc: httpx.TransportError) -> str:
         return "no byte for idle_timeout seconds"
     return "connection broke"
 
-
-def read_head(response: httpx.Response) -> bytes:
-    """The start of a refused answer's body, enough to quote (a big page is not read whole)."""
-    head = bytearray()
-    for data in response.iter_bytes():
-        head += data
-        if len(head) >= BODY_QUOTE:
-            break
-    return bytes(head)

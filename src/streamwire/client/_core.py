@@ -1,12 +1,12 @@
 """The resumable client's sans-I/O half: what to send, what the bytes mean, when and whether to retry.
 
-The async and sync adapters (``_async.py``, ``_sync.py``) and ``streamwire tail`` only move bytes
-and sleep; every decision lives here so the loops stay twins. Bytes become frames through
+The reader's loop (``_async.py``, and ``_sync.py`` generated from it) and ``streamwire tail`` only
+move bytes and sleep; every decision lives here. Bytes become frames through
 ``streamwire.frames.FrameDecoder``; what a frame means to a reader (dedup by sequence, ``rewound``,
 the end of a connection mapped through ``classify_stream_terminal``) is
 ``streamwire.frames.ResumeState``. This module adds the policy around re-attaching: which HTTP
-answers are worth another attempt (``response_error``), backoff with jitter (never shorter than the
-server's ``retry:``), and the attempt and outage caps.
+answers are worth another attempt (``response_error``, in ``_http``), backoff with jitter (never
+shorter than the server's ``retry:`` or ``Retry-After``), and the attempt and outage caps.
 """
 
 from __future__ import annotations
@@ -36,7 +36,15 @@ from ..frames import (
     UnknownFrame,
 )
 from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE
+from ._http import (
+    BODY_QUOTE,
+    RETRY_STATUSES,
+    is_event_stream,
+    request_headers,
+    response_error,
+)
 
+# The names from ``_http`` stay importable from here too (``streamwire tail`` imports them so).
 __all__ = [
     "BODY_QUOTE",
     "DEFAULT_BACKOFF_INITIAL",
@@ -70,46 +78,6 @@ DEFAULT_BACKOFF_MAX: Final = 10.0
 DEFAULT_IDLE_TIMEOUT: Final = 45.0
 #: Seconds to open a connection and get the response headers.
 DEFAULT_CONNECT_TIMEOUT: Final = 10.0
-
-#: HTTP answers worth another attempt: the server or a proxy is briefly unable to serve (timeout,
-#: too early, too many requests, and the 5xx of a restart or an overloaded upstream).
-RETRY_STATUSES: Final = frozenset({408, 425, 429, 500, 502, 503, 504})
-#: How much of a refused answer's body an error quotes (and so the most a reader reads of it).
-BODY_QUOTE: Final = 300
-
-
-def request_headers(last_event_id: str) -> dict[str, str]:
-    """The headers of a request for an event stream (re-attaching after ``last_event_id``)."""
-    headers = {"Accept": "text/event-stream", "Cache-Control": "no-cache"}
-    if last_event_id:
-        headers["Last-Event-ID"] = last_event_id
-    return headers
-
-
-def is_event_stream(status: int, content_type: str) -> bool:
-    """Whether an answer is a stream to read: a 200 ``text/event-stream``."""
-    return status == 200 and content_type.split(";")[0].strip().lower() == "text/event-stream"
-
-
-def response_error(status: int, content_type: str, retry_after: str | None,
-                   body: bytes) -> ResponseStatusError | None:
-    """None for a 200 ``text/event-stream``; else the typed error for this answer: retryable for
-    the statuses in ``RETRY_STATUSES`` (``retry_after`` from a numeric ``Retry-After``), not
-    retryable for any other status or for a 200 that is not an event stream."""
-    if is_event_stream(status, content_type):
-        return None
-    text = body[:BODY_QUOTE].decode("utf-8", "replace")
-    if status == 200:
-        return ResponseStatusError(
-            f"this is not an event stream: expected text/event-stream, got "
-            f"{content_type or 'no content type'!r}; the body starts {text!r}",
-            status_code=status, retryable=False)
-    wait: float | None = None
-    if retry_after is not None and retry_after.strip().isdigit():
-        wait = float(retry_after.strip())
-    return ResponseStatusError(f"HTTP {status}: {text!r}", status_code=status,
-                               retryable=status in RETRY_STATUSES, retry_after=wait)
-
 
 @final
 @dataclass(frozen=True, slots=True)

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Generator, Iterable, Iterator
-from typing import Any, Final, cast, final
+from typing import Any, cast, final
 
 import anyio
 import httpx
 
 from ..errors import StreamDropError, UsageError
 from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE, SSEDecoder, SSEEvent
-from ._core import response_error
+from ._concurrency import aread_head, read_head
+from ._http import is_event_stream, response_error
 
 __all__ = ["ByteSource", "create_sse_readable"]
 
@@ -65,7 +66,7 @@ class _BodyReadable:
         try:
             with _drop_on_transport_error():
                 if response is not None and not _is_event_stream(response):
-                    await _refuse(response, chunks)
+                    _raise_for(response, await aread_head(response))
                 async for chunk in chunks:
                     for event in decoder.feed(chunk):
                         yield event
@@ -85,7 +86,7 @@ class _BodyReadable:
         try:
             with _drop_on_transport_error():
                 if response is not None and not _is_event_stream(response):
-                    _refuse_sync(response, chunks)
+                    _raise_for(response, read_head(response))
                 for chunk in chunks:
                     yield from decoder.feed(chunk)
         finally:
@@ -96,35 +97,12 @@ class _BodyReadable:
                 response.close()
 
 
-#: Bytes of an error answer read for its ``ResponseStatusError`` (which quotes their start).
-_ERROR_HEAD: Final = 4096
-
-
 def _is_event_stream(response: httpx.Response) -> bool:
-    return response_error(response.status_code, response.headers.get("content-type", ""), None,
-                          b"") is None
-
-
-async def _refuse(response: httpx.Response, chunks: AsyncIterator[bytes]) -> None:
-    """Raise the response's ``ResponseStatusError``, with the start of its body."""
-    head = bytearray()
-    async for chunk in chunks:
-        head += chunk
-        if len(head) >= _ERROR_HEAD:
-            break
-    _raise_for(response, bytes(head))
-
-
-def _refuse_sync(response: httpx.Response, chunks: Iterator[bytes]) -> None:
-    head = bytearray()
-    for chunk in chunks:
-        head += chunk
-        if len(head) >= _ERROR_HEAD:
-            break
-    _raise_for(response, bytes(head))
+    return is_event_stream(response.status_code, response.headers.get("content-type", ""))
 
 
 def _raise_for(response: httpx.Response, head: bytes) -> None:
+    """Raise the refused ``response``'s ``ResponseStatusError``, quoting ``head`` (its start)."""
     error = response_error(response.status_code, response.headers.get("content-type", ""),
                            response.headers.get("retry-after"), head)
     assert error is not None

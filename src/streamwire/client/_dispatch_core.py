@@ -1,12 +1,16 @@
 """The dispatcher's sans-I/O half: what a follow of a run's stream decides after each piece of
-body, each terminal, each failure and each ``/status`` answer; the async and sync dispatchers only
-move bytes and sleep (``client._dispatcher``)."""
+body, each terminal, each failure and each ``/status`` answer, and what both dispatchers share
+(``DispatcherBase``: options, URLs, request bodies); the async dispatcher (``client._dispatcher``,
+and ``_dispatcher_sync`` generated from it) only moves bytes and sleeps."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+import uuid
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeVar
 
+import httpx
 import msgspec
 
 from ..errors import (
@@ -20,9 +24,20 @@ from ..errors import (
 )
 from ..frames import ChunkFrame, FailFrame, RemoteOutcomeKind, TransportDecoder
 from ..runs import RunOutcome, outcome_from_status, outcome_from_terminal
-from ._core import RETRY_STATUSES, Backoff, RetryPolicy, request_headers
+from ._core import Backoff, RetryPolicy
+from ._http import RETRY_STATUSES, request_headers
 
-__all__ = ["DEFAULT_RECOVER_TIMEOUT", "Follow", "error_for", "retryable_status"]
+__all__ = [
+    "DEFAULT_RECOVER_TIMEOUT",
+    "DispatcherBase",
+    "Follow",
+    "error_for",
+    "now",
+    "retryable_error",
+    "retryable_status",
+]
+
+T = TypeVar("T")
 
 #: Seconds a follow keeps asking ``/status`` and re-attaching while the run says ``running``
 #: after its stream broke: longer than a worker's default lease (30 s) plus a sweep.
@@ -122,10 +137,8 @@ class Follow:
         """The connection failed (transport error, drop, malformed frame, error status): wait
         and re-attach, or ask ``/status`` once re-attaching ran out or cannot help."""
         self.last_error = exc
-        error = exc if isinstance(exc, StreamwireError) else StreamwireError(
-            f"{type(exc).__name__}: {exc}", retryable=True)
         try:
-            self.delay = self.backoff.next_delay(error, now, None, self.cursor)
+            self.delay = self.backoff.next_delay(retryable_error(exc), now, None, self.cursor)
         except StreamwireError:
             self.need_status = True
             self.delay = 0.0
@@ -160,3 +173,56 @@ class Follow:
 
 def now() -> float:
     return time.monotonic()
+
+
+def retryable_error(exc: BaseException) -> StreamwireError:
+    """``exc`` as a retryable streamwire error (the backoff's input)."""
+    if isinstance(exc, StreamwireError):
+        return exc
+    error = StreamwireError(f"{type(exc).__name__}: {exc}", retryable=True)
+    error.__cause__ = exc
+    return error
+
+
+class DispatcherBase(Generic[T]):
+    """What the async and sync dispatchers share: options, URLs, request bodies."""
+
+    def __init__(self, base_url: str | httpx.URL, decode: Callable[[ChunkFrame], T] | None, *,
+                 headers: dict[str, str] | None, retry: RetryPolicy | None,
+                 recover_timeout: float, poll_interval: float, idle_timeout: float | None,
+                 connect_timeout: float) -> None:
+        self.base_url = str(base_url).rstrip("/")
+        self.decode = decode
+        self.headers = dict(headers or {})
+        self.retry = retry or RetryPolicy()
+        self.recover_timeout = recover_timeout
+        self.poll_interval = poll_interval
+        self.timeout = httpx.Timeout(connect_timeout, read=idle_timeout)
+
+    def url(self, run_id: str | None, tail: str = "") -> str:
+        return f"{self.base_url}/runs" + (f"/{run_id}/{tail}" if run_id else "")
+
+    def item(self, chunk: ChunkFrame) -> T:
+        if self.decode is None:
+            return chunk  # type: ignore[return-value]  # T is ChunkFrame when decode is None
+        return self.decode(chunk)
+
+    def follow_state(self, run_id: str, cursor: int) -> Follow:
+        return Follow(run_id, cursor, self.retry, self.recover_timeout, self.poll_interval)
+
+    @staticmethod
+    def start_body(agent: str, input: Any, run_id: str | None) -> tuple[str, dict[str, Any]]:
+        run_id = run_id or uuid.uuid4().hex
+        return run_id, {"agent": agent, "input": input, "runId": run_id}
+
+    @staticmethod
+    def resume_body(input: Any, resume_id: str | None) -> dict[str, Any]:
+        return {"input": input, "resumeId": resume_id or uuid.uuid4().hex}
+
+    @staticmethod
+    def settled_entry(kind: str, status: dict[str, Any] | None) -> bool:
+        """After a lost answer: did the start (resume) arrive, judging by ``/status``? A start
+        did when the run exists; a resume when the run is no longer paused."""
+        if status is None:
+            return False
+        return kind == "start" or status.get("status") != "paused"

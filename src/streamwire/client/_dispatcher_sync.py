@@ -1,9 +1,27 @@
-"""``Dispatcher``: the sync twin of ``AsyncDispatcher`` over an ``httpx.Client`` (the module
-docstring of ``client._dispatcher`` describes both; every decision is ``_dispatch_core``'s)."""
+# Generated from _dispatcher.py by tools/unasync.py; do not edit: edit _dispatcher.py and run
+# `python tools/unasync.py` (./dev test fails while this file is stale).
+"""The dispatcher (the seed's ``HttpRemoteAgentTransport``): start, follow, stop and recover runs
+of a streamwire server's runs API over httpx (``_dispatcher_sync.py`` is generated from
+``_dispatcher.py``); every decision is ``_dispatch_core``'s.
+
+::
+
+    with httpx.Client() as client:
+        dispatcher = Dispatcher(client, BASE, decode=ChunkCodec(Chat).decode)
+        run = dispatcher.start("demo", {"prompt": "hi"})
+        for msg in run:
+            ...  # typed events, each once, in order
+        run.outcome  # RunOutcome: completed|stopped|retry|failed
+
+Guarantees: a start (and a resume) is sent with an id the dispatcher chose, and when its answer is
+lost the dispatcher asks ``/status`` for that id before deciding to send it again, so the agent
+runs once. A drop re-attaches from the cursor (``Last-Event-ID``) with backoff; the terminal
+frame maps through ``remote_terminal_outcome``; a recoverable ``fail``, a truncation or a drop
+that re-attaching cannot settle is resolved through ``/status`` (``WORKER_LOST`` included).
+"""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar, overload
 
@@ -12,9 +30,16 @@ import httpx
 from ..errors import StreamwireError
 from ..frames import ChunkFrame
 from ..runs import RunOutcome
+from ._concurrency import sleep
 from ._core import DEFAULT_CONNECT_TIMEOUT, DEFAULT_IDLE_TIMEOUT, RetryPolicy
-from ._dispatch_core import DEFAULT_RECOVER_TIMEOUT, Follow, error_for, now
-from ._dispatcher import DispatcherBase, retryable_error
+from ._dispatch_core import (
+    DEFAULT_RECOVER_TIMEOUT,
+    DispatcherBase,
+    Follow,
+    error_for,
+    now,
+    retryable_error,
+)
 
 __all__ = ["Dispatcher", "Run"]
 
@@ -22,7 +47,8 @@ T = TypeVar("T")
 
 
 class Run(Generic[T]):
-    """One run followed by a ``Dispatcher``: ``for item in run``, then ``outcome``."""
+    """One run a dispatcher follows (``Dispatcher.start``, ``resume``, ``follow``):
+    ``for item in run``, then ``outcome``."""
 
     def __init__(self, dispatcher: Dispatcher[T], run_id: str, cursor: int = 0,
                  created: bool | None = None) -> None:
@@ -55,14 +81,15 @@ class Run(Generic[T]):
         url = d.url(self.run_id, "sse")
         while f.outcome is None:
             if f.delay:
-                time.sleep(f.delay)
+                sleep(f.delay)
                 f.delay = 0.0
             if f.need_status:
                 self._recover()
                 continue
             try:
-                with d.client.stream("GET", url, headers={**d.headers, **f.begin()},
-                                           timeout=d.timeout) as response:
+                opened = d.client.stream("GET", url, headers={**d.headers, **f.begin()},
+                                         timeout=d.timeout)
+                with opened as response:
                     if response.status_code != 200:
                         raise error_for(response.status_code, response.read(), self.run_id)
                     for data in response.iter_bytes():
@@ -138,18 +165,20 @@ class Dispatcher(DispatcherBase[T]):
                          idle_timeout=idle_timeout, connect_timeout=connect_timeout)
         self.client = client
 
-    def start(self, agent: str, input: Any = None, *, run_id: str | None = None
-                    ) -> Run[T]:
+    def start(
+        self, agent: str, input: Any = None, *, run_id: str | None = None,
+    ) -> Run[T]:
         """Start ``agent`` with ``input`` exactly once (as run ``run_id``, minted if None)."""
         run_id, body = self.start_body(agent, input, run_id)
         answer = self._entry("start", self.url(None), body, run_id)
         return Run(self, run_id, 0, answer.get("created"))
 
-    def resume(self, run_id: str, input: Any = None, *, resume_id: str | None = None,
-                     cursor: int = 0) -> Run[T]:
+    def resume(
+        self, run_id: str, input: Any = None, *, resume_id: str | None = None, cursor: int = 0,
+    ) -> Run[T]:
         """Resume paused run ``run_id`` exactly once; follow it from ``cursor``."""
-        answer = self._entry("resume", self.url(run_id, "resume"),
-                                   self.resume_body(input, resume_id), run_id)
+        body = self.resume_body(input, resume_id)
+        answer = self._entry("resume", self.url(run_id, "resume"), body, run_id)
         return Run(self, run_id, cursor, answer.get("created"))
 
     def follow(self, run_id: str, *, cursor: int = 0) -> Run[T]:
@@ -158,8 +187,8 @@ class Dispatcher(DispatcherBase[T]):
 
     def status(self, run_id: str) -> dict[str, Any]:
         """``GET /runs/{id}/status`` (``RunNotFoundError`` for an unknown run)."""
-        response = self.client.get(self.url(run_id, "status"), headers=self.headers,
-                                         timeout=self.timeout)
+        response = self.client.get(
+            self.url(run_id, "status"), headers=self.headers, timeout=self.timeout)
         if response.status_code != 200:
             raise error_for(response.status_code, response.content, run_id)
         answer: dict[str, Any] = response.json()
@@ -171,13 +200,14 @@ class Dispatcher(DispatcherBase[T]):
         assert answer is not None
         return answer
 
-    def _entry(self, kind: str, url: str, body: dict[str, Any], run_id: str
-                     ) -> dict[str, Any]:
+    def _entry(
+        self, kind: str, url: str, body: dict[str, Any], run_id: str,
+    ) -> dict[str, Any]:
         follow = self.follow_state(run_id, 0)
         while True:
             try:
-                response = self.client.post(url, json=body, headers=self.headers,
-                                                  timeout=self.timeout)
+                response = self.client.post(
+                    url, json=body, headers=self.headers, timeout=self.timeout)
                 if response.status_code in (200, 201):
                     answer: dict[str, Any] = response.json()
                     return {**answer, "created": answer.get("resumed", response.status_code == 201)}
@@ -192,21 +222,23 @@ class Dispatcher(DispatcherBase[T]):
             if self.settled_entry(kind, status):
                 assert status is not None
                 return {**status, "created": None}
-            time.sleep(follow.backoff.next_delay(retryable_error(lost), now(), None, 0))
+            sleep(follow.backoff.next_delay(retryable_error(lost), now(), None, 0))
 
     def _status_after_loss(self, run_id: str, follow: Follow) -> dict[str, Any] | None:
-        return self._call("GET", self.url(run_id, "status"), run_id, missing_ok=True,
-                          follow=follow)
+        return self._call(
+            "GET", self.url(run_id, "status"), run_id, missing_ok=True, follow=follow)
 
-    def _call(self, method: str, url: str, run_id: str, *, missing_ok: bool = False,
-              follow: Follow | None = None) -> dict[str, Any] | None:
+    def _call(
+        self, method: str, url: str, run_id: str, *, missing_ok: bool = False,
+        follow: Follow | None = None,
+    ) -> dict[str, Any] | None:
         """A request the run allows to repeat, retried until it is answered (None: a 404 when
         ``missing_ok``); a final error answer raises its typed error."""
         follow = follow or self.follow_state(run_id, 0)
         while True:
             try:
-                response = self.client.request(method, url, headers=self.headers,
-                                               timeout=self.timeout)
+                response = self.client.request(
+                    method, url, headers=self.headers, timeout=self.timeout)
                 if response.status_code == 404 and missing_ok:
                     return None
                 if response.status_code == 200:
@@ -216,4 +248,4 @@ class Dispatcher(DispatcherBase[T]):
             except (httpx.TransportError, StreamwireError) as exc:
                 if isinstance(exc, StreamwireError) and not exc.retryable:
                     raise
-                time.sleep(follow.backoff.next_delay(retryable_error(exc), now(), None, 0))
+                sleep(follow.backoff.next_delay(retryable_error(exc), now(), None, 0))

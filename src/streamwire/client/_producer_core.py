@@ -1,5 +1,6 @@
 """The idempotent producer's sans-I/O half: which request to send with which producer sequence,
-what an answer means, and whether to retry it (the adapters in ``_producer.py`` move bytes).
+what an answer means, and whether to retry it, and what both producers share (``ProducerBase``);
+the async producer in ``_producer.py`` (and ``_producer_sync.py``, generated from it) moves bytes.
 
 The scheme is Durable Streams' producer headers (``Producer-Id``, ``Producer-Epoch``,
 ``Producer-Seq``), the one Kafka's idempotent producer also uses: every write request of a
@@ -23,11 +24,15 @@ answered as a duplicate of it. Continue with a new producer on ``epoch + 1``.
 
 from __future__ import annotations
 
+import logging
 import random
+import time
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal, TypeAlias, cast, final
 from urllib.parse import quote
 
+import httpx
 import msgspec
 
 from ..errors import (
@@ -36,12 +41,15 @@ from ..errors import (
     ResponseStatusError,
     StreamwireError,
 )
-from ._core import BODY_QUOTE, RETRY_STATUSES, Backoff, RetryPolicy
+from ._base import LOGGER
+from ._core import Backoff, RetryPolicy
+from ._http import BODY_QUOTE, RETRY_STATUSES, bearer_headers, parse_retry_after
 
 __all__ = [
     "DEFAULT_KEEPALIVE_INTERVAL",
     "DEFAULT_PRODUCER_RETRY",
     "DEFAULT_REQUEST_TIMEOUT",
+    "ProducerBase",
     "ProducerCall",
     "ProducerSession",
 ]
@@ -157,12 +165,11 @@ class ProducerSession:
                 f"producer {self.producer_id!r} is fenced: epoch {fields.get('currentEpoch')} "
                 f"took over from epoch {self.epoch} ({message})", producer_id=self.producer_id,
                 current=_int(fields.get("currentEpoch")), received=self.epoch))
-        wait = float(retry_after) if retry_after is not None and retry_after.isdigit() else None
         outcome = fields.get("outcome")
         said = f", outcome {outcome}" if isinstance(outcome, str) else ""
         raise ResponseStatusError(f"{self._name(call)}: HTTP {status}{said}: {message}",
                                   status_code=status, retryable=status in RETRY_STATUSES,
-                                  retry_after=wait)
+                                  retry_after=parse_retry_after(retry_after))
 
     def lost(self, call: ProducerCall, exc: BaseException) -> StreamwireError:
         """The request or its answer was lost on the network: the outcome is unknown."""
@@ -219,3 +226,74 @@ def _int(value: object) -> int:
 
 def _quote(body: bytes) -> str:
     return repr(body[:BODY_QUOTE].decode("utf-8", "replace"))
+
+
+class ProducerBase:
+    """What both producers share: the session, the request headers, the keepalive clock."""
+
+    def __init__(self, base_url: str | httpx.URL, stream_id: str, *, producer_id: str | None,
+                 epoch: int, seq: int, retry: RetryPolicy | None, token: str | None,
+                 headers: Mapping[str, str] | None, keepalive_interval: float | None,
+                 timeout: float) -> None:
+        if keepalive_interval is not None and keepalive_interval <= 0:
+            raise ValueError("keepalive_interval must be > 0 (or None for no keepalives)")
+        self._base = httpx.URL(str(base_url).rstrip("/") + "/")
+        self.session = ProducerSession(stream_id, producer_id or uuid.uuid4().hex, epoch, seq,
+                                       retry or DEFAULT_PRODUCER_RETRY)
+        self._headers = {**(headers or {}), **bearer_headers(token)}
+        self._keepalive_interval = keepalive_interval
+        self._timeout = timeout
+        self._last_request = time.monotonic()
+
+    @property
+    def producer_id(self) -> str:
+        """This producer's id (``Producer-Id``)."""
+        return self.session.producer_id
+
+    @property
+    def epoch(self) -> int:
+        return self.session.epoch
+
+    @property
+    def seq(self) -> int:
+        """The sequence the next write request gets."""
+        return self.session.seq
+
+    def _request(self, client: httpx.Client | httpx.AsyncClient, call: ProducerCall
+                 ) -> httpx.Request:
+        self._last_request = time.monotonic()
+        return client.build_request("POST", self._base.join(call.path), content=call.body,
+                                    headers={**self._headers, **self.session.headers(call)},
+                                    timeout=self._timeout)
+
+    def _idle_for(self) -> float:
+        """Seconds until a keepalive is due (<= 0: now)."""
+        assert self._keepalive_interval is not None
+        return self._last_request + self._keepalive_interval - time.monotonic()
+
+    def _answer(self, call: ProducerCall, response: httpx.Response) -> list[int]:
+        return self.session.answer(call, response.status_code, response.content,
+                                   response.headers.get("retry-after"))
+
+    def _failed(self, call: ProducerCall, error: StreamwireError) -> float:
+        """Seconds to wait before sending ``call`` again (said on the log), or raise: ``error``
+        when it is final or ``call`` is a keepalive (the next one is due soon anyway),
+        ``RetriesExhaustedError`` when the retries ran out."""
+        if call.seq is None:
+            raise error
+        delay = self.session.retry_delay(call, error, time.monotonic())
+        attempt = self.session.backoff.attempt
+        LOGGER.log(logging.INFO if attempt == 1 else logging.WARNING,
+                   "%s; sending it again in %.1fs (attempt %d)", error, delay, attempt)
+        return delay
+
+    def _keepalive_failed(self, exc: BaseException) -> bool:
+        """Log a failed keepalive; False when keepalives should stop: the server has no such
+        route (404/405; its writes renew the lease, or it keeps none), so asking again is noise."""
+        self._last_request = time.monotonic()
+        if isinstance(exc, ResponseStatusError) and exc.status_code in (404, 405):
+            LOGGER.info("producer %r: the server does not serve keepalives (%s); not sending "
+                        "more", self.producer_id, exc)
+            return False
+        LOGGER.warning("producer %r: keepalive failed: %s", self.producer_id, exc)
+        return True

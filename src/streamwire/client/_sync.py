@@ -1,11 +1,12 @@
-"""The sync resumable stream (``ResumableStream``), the twin of ``client.AsyncResumableStream``."""
+# Generated from _async.py by tools/unasync.py; do not edit: edit _async.py and run
+# `python tools/unasync.py` (./dev test fails while this file is stale).
+"""``ResumableStream``: the resumable reader over an ``httpx.Client`` (the module
+docstring of ``streamwire.client`` describes its behaviour; ``_base`` and ``_core`` hold all it
+decides, this module moves bytes)."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import TracebackType
 from typing import TypeVar, Unpack, overload
 
@@ -13,7 +14,8 @@ import httpx
 
 from ..errors import StreamTruncatedError
 from ..frames import ChunkFrame, RewoundFrame
-from ._base import StreamBase, StreamOptions, broke, read_head
+from ._base import StreamBase, StreamOptions, broke
+from ._concurrency import Hook, Link, call, read_head
 
 __all__ = ["ResumableStream"]
 
@@ -21,69 +23,72 @@ T = TypeVar("T")
 
 
 class ResumableStream(StreamBase[T]):
-    """The sync twin of ``AsyncResumableStream`` over an ``httpx.Client``:
-    ``with ResumableStream(client, url) as stream: for chunk in stream``. Same arguments; the
-    hooks are plain functions. ``close()`` may be called from another thread."""
+    """Read a wire v2 stream with ``with ... as stream: for chunk in stream``.
+
+    Args:
+        client: the ``httpx.Client`` to use (not closed by the stream).
+        url: a URL serving wire v2 (``GET /streams/{id}/sse``).
+        decode: turns each chunk into the item yielded (e.g. a contract's message decoder);
+            by default the ``ChunkFrame`` itself is yielded.
+        on_rewound: called with each ``RewoundFrame``.
+        on_truncated: called with the floor on ``truncated``; returns the sequence a refetched
+            snapshot covers (reading resumes after it) or None to raise ``StreamTruncatedError``.
+        options: ``StreamOptions`` (cursor, retry, idle_timeout, headers, limits).
+
+    The hooks of the async stream may also be async functions (their results are awaited).
+    ``close()`` may be called from another task, or thread for the sync stream.
+    """
 
     @overload
     def __init__(
         self: ResumableStream[ChunkFrame], client: httpx.Client, url: str | httpx.URL,
-        *, decode: None = None, on_rewound: Callable[[RewoundFrame], object] | None = None,
-        on_truncated: Callable[[int], int | None] | None = None,
+        *, decode: None = None, on_rewound: Hook[RewoundFrame, object] | None = None,
+        on_truncated: Hook[int, int | None] | None = None,
         **options: Unpack[StreamOptions],
     ) -> None: ...
     @overload
     def __init__(
         self, client: httpx.Client, url: str | httpx.URL,
         *, decode: Callable[[ChunkFrame], T],
-        on_rewound: Callable[[RewoundFrame], object] | None = None,
-        on_truncated: Callable[[int], int | None] | None = None,
+        on_rewound: Hook[RewoundFrame, object] | None = None,
+        on_truncated: Hook[int, int | None] | None = None,
         **options: Unpack[StreamOptions],
     ) -> None: ...
     def __init__(
         self, client: httpx.Client, url: str | httpx.URL,
         *, decode: Callable[[ChunkFrame], T] | None = None,
-        on_rewound: Callable[[RewoundFrame], object] | None = None,
-        on_truncated: Callable[[int], int | None] | None = None,
+        on_rewound: Hook[RewoundFrame, object] | None = None,
+        on_truncated: Hook[int, int | None] | None = None,
         **options: Unpack[StreamOptions],
     ) -> None:
         super().__init__(url, decode, options)
         self._client = client
         self._on_rewound = on_rewound
         self._on_truncated = on_truncated
-        self._body: Iterator[bytes] | None = None
-        self._wake = threading.Event()  # close() interrupts a backoff sleep
-        self._lock = threading.Lock()
+        self._link = Link()
 
     def __enter__(self) -> ResumableStream[T]:
         self._enter()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
     def __iter__(self) -> ResumableStream[T]:
         return self
 
     def close(self) -> None:
-        """Abort the read and release the connection (any thread); iteration ends quietly."""
-        self._closed = True
-        self._wake.set()
-        self._drop_connection()
+        """Abort the read and release the connection (from any task or thread); iteration ends
+        quietly."""
+        self._abort()
+        self._link.release()
 
-    def _drop_connection(self) -> None:
-        with self._lock:
-            response, self._response, self._body = self._response, None, None
-        if response is not None:
-            # A read blocked in another thread does not wake when its socket is closed; a
-            # shutdown does wake it (with EOF or an error, which the reading thread ignores).
-            stream = response.extensions.get("network_stream")
-            sock = stream.get_extra_info("socket") if stream is not None else None
-            if isinstance(sock, socket.socket):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-            response.close()
+    def _abort(self) -> None:
+        self._closed = True
+        self._link.interrupt()
 
     def _has_truncated_hook(self) -> bool:
         return self._on_truncated is not None
@@ -96,44 +101,43 @@ class ResumableStream(StreamBase[T]):
                 if isinstance(item, ChunkFrame):
                     return self._item(item)
                 if self._on_rewound is not None:
-                    self._on_rewound(item)
+                    call(self._on_rewound, item)
                 continue
             if session.finished:
                 break
             error = session.take_error()
             if error is not None:
-                self._drop_connection()
+                self._link.release()
+                # A close() wins over the failure it may have caused: no re-attach, no raise.
                 if not self._closed and self._failed(error):
                     assert isinstance(error, StreamTruncatedError)
                     assert self._on_truncated is not None
-                    self._snapshot(error, self._on_truncated(error.floor))
+                    self._snapshot(error, call(self._on_truncated, error.floor))
                 continue
-            self._step()
-        self._drop_connection()
+            with self._link.interruptible():
+                self._step()
+        self._link.release()
         raise StopIteration
 
     def _step(self) -> None:
         """Open a connection if none is open, else read one piece of its body."""
-        session = self._session
-        body = self._body
+        session, link = self._session, self._link
+        body = link.body
         if body is None:
             if self._delay > 0:
-                self._wake.wait(self._delay)
+                link.sleep(self._delay)
                 self._delay = 0.0
                 if self._closed:
                     return
             try:
                 response = self._client.send(self._request(self._client), stream=True)
-                with self._lock:
-                    self._response = response
-                content = read_head(response) if self._wants_body(response) else b""
+                link.attach(response)
+                head = read_head(response) if self._wants_body(response) else b""
             except httpx.TransportError as exc:
                 session.transport_failed(exc, "connect failed")
                 return
-            if self._accept(response, content):
-                with self._lock:
-                    if self._response is response:  # not closed meanwhile
-                        self._body = response.iter_bytes()
+            if self._accept(response, head):
+                link.open(response, response.iter_bytes())
             return
         try:
             data = next(body)
@@ -142,8 +146,7 @@ class ResumableStream(StreamBase[T]):
         except httpx.TransportError as exc:
             session.transport_failed(exc, broke(exc))
         except httpx.StreamClosed:
-            if not self._closed:
+            if not self._closed:  # closed from elsewhere while reading: iteration ends quietly
                 raise
         else:
             session.feed(data)
-

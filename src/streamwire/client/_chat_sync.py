@@ -1,0 +1,100 @@
+# Generated from _chat.py by tools/unasync.py; do not edit: edit _chat.py and run
+# `python tools/unasync.py` (./dev test fails while this file is stale).
+"""The Python chat transport: a run's durable reply read as the chat events of the Stream Module
+TRD (``seeds/003_60bfba441a0f0128.txt``), over the resumable reader. It is the reader side of
+"The chat reply" in the wire v2 seed (``seeds/000_e7e163321047a0a9.txt``): a forwarded run error
+ends the reply as an error, and a body with no terminal frame is a drop.
+
+::
+
+    with ChatReply(client, f"{base}/runs/{run_id}/sse") as reply:  # httpx.Client
+        for msg in reply.messages():
+            ...  # Message[Chat, Any]
+
+The reply is also an ``SSEReadable`` of the chat events: ``StreamReader(reply, Chat)`` reads it
+(``consume()``; ``consume_sync()`` for the sync ``ChatReply``).
+
+``streamwire.aisdk.ChatReplyDecoder`` maps the frames (sans-I/O; ``_chat_core`` holds the rest of
+what the reply decides; ``_chat_sync.py`` is generated from ``_chat.py``); this module adds what
+the wire does to them: a drop re-attaches from the cursor (``StreamOptions``: ``retry``,
+``cursor``...); a ``fail`` frame becomes the chat ``error`` event and the reply ends (a
+recoverable one once the re-attach attempts run out); ``truncated`` raises
+``StreamTruncatedError``; a body that keeps ending with no terminal frame raises
+``StreamDropError`` into the consumer once the attempts run out (never a clean end). Closing the
+reply (an abort by its caller) ends it quietly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any, Unpack
+
+import httpx
+
+from ..aisdk import ChatReplyDecoder
+from ..chat import Chat
+from ..contract import Message
+from ..errors import RetriesExhaustedError, StreamFailedError
+from ..frames import TerminalFrame
+from ..sse import SSEEvent
+from ._base import StreamOptions
+from ._chat_core import message, settle
+from ._sync import ResumableStream
+
+__all__ = ["ChatReply"]
+
+
+class ChatReply:
+    """A run's reply as chat events, over an ``httpx.Client`` (module docstring).
+
+    Args:
+        client: the client (not closed by the reply).
+        url: the run's wire v2 stream (``/runs/{id}/sse`` or ``/streams/{id}/sse``).
+        message_id, user_message_id: the ids ``done`` carries if the reply sends no
+            ``message_start``.
+        options: the resumable reader's ``StreamOptions``.
+    """
+
+    def __init__(self, client: httpx.Client, url: str | httpx.URL, *, message_id: str = "",
+                 user_message_id: str = "", **options: Unpack[StreamOptions]) -> None:
+        self._stream = ResumableStream(client, url, **options)
+        self._decoder = ChatReplyDecoder(message_id=message_id, user_message_id=user_message_id)
+
+    def __enter__(self) -> ChatReply:
+        self._stream.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stream.close()
+
+    def close(self) -> None:
+        """Abort the read, also from another task or thread (quietly: no terminal event, no
+        error)."""
+        self._stream.close()
+
+    def __iter__(self) -> Iterator[SSEEvent]:
+        """The chat events as ``SSEEvent``s (what a ``StreamReader`` reads)."""
+        return self._events()
+
+    def messages(self) -> Iterator[Message[Chat, Any]]:
+        """The chat events as validated ``Message``s (``PayloadError`` on a bad payload)."""
+        for event in self._events():
+            yield message(event)
+
+    def _events(self) -> Iterator[SSEEvent]:
+        decoder = self._decoder
+        terminal: TerminalFrame | None
+        try:
+            for chunk in self._stream:
+                event = decoder.event(chunk)
+                if event is not None:
+                    yield event
+            terminal = self._stream.end_frame
+        except (StreamFailedError, RetriesExhaustedError) as exc:
+            terminal = settle(exc)
+        if terminal is not None:  # None: the caller closed the reply
+            yield decoder.terminal(terminal)
