@@ -73,7 +73,13 @@ def token(args: argparse.Namespace) -> str:
         CommandLineError: the token is not printable ASCII (no HTTP header can carry it).
     """
     value: str = args.token if args.token is not None else os.environ.get("STREAMWIRE_TOKEN", "")
-    if value and not (value.isascii() and value.isprintable()):
-        raise CommandLineError("the token (--token or $STREAMWIRE_TOKEN) must be printable "
-                               "ASCII: an HTTP header cannot carry anything else")
+    if value:
+        from ..client._http import bearer_headers  # here: `streamwire --help` loads no httpx
+
+        try:
+            bearer_headers(value)  # the client's one rule for what a bearer token may hold
+        except ValueError:
+            raise CommandLineError("the token (--token or $STREAMWIRE_TOKEN) must be printable "
+                                   "ASCII with no spaces: a bearer header cannot carry anything "
+                                   "else") from None
     return value

@@ -30,6 +30,7 @@ from anyio.from_thread import start_blocking_portal
 
 from ..chat import Chat
 from ..client import AsyncDispatcher, AsyncRun, RetryPolicy
+from ..client._http import bearer_headers
 from ..contract import Message, is_event
 from ..errors import StreamwireError
 from ..frames import ChunkCodec, RemoteOutcomeKind
@@ -166,7 +167,7 @@ async def _run(args: argparse.Namespace, out: _Printer, interrupt: _Interrupt) -
     transport = _Cuttable(log)
     client = httpx.AsyncClient(transport=transport)
     dispatcher = AsyncDispatcher(client, base, decode=ChunkCodec(Chat).decode,
-                                 headers={"Authorization": f"Bearer {token}"},
+                                 headers=bearer_headers(token),
                                  retry=RetryPolicy(backoff_initial=0.15, backoff_max=0.3))
     received: list[tuple[int, str]] = []
     failure: StreamwireError | None = None

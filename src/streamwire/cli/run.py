@@ -20,6 +20,7 @@ import httpx
 
 from ..chat import Chat
 from ..client import Dispatcher, Run
+from ..client._http import bearer_headers
 from ..contract import Message, is_event
 from ..errors import StreamwireError
 from ..frames import ChunkCodec, RemoteOutcomeKind
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if not (args.agent or args.status or args.follow or args.stop):
         raise CommandLineError("give an AGENT to start, or --status / --follow / --stop RUN_ID")
     bearer = token(args)
-    headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
+    headers = bearer_headers(bearer or None)
     out, err = sys.stdout, sys.stderr
     with httpx.Client() as client:
         dispatcher = Dispatcher(client, args.url, decode=ChunkCodec(Chat).decode, headers=headers)

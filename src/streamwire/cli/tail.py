@@ -42,6 +42,7 @@ from ..client._core import (
     request_headers,
     response_error,
 )
+from ..client._http import bearer_headers
 from ..errors import StreamDropError, StreamFailedError, StreamTruncatedError, StreamwireError
 from ..frames import (
     CaughtUpFrame,
@@ -369,8 +370,7 @@ def run(args: argparse.Namespace) -> int:
         CommandLineError: a token no header can carry.
     """
     bearer = token(args)
-    auth = {"Authorization": f"Bearer {bearer}"} if bearer else {}
-    args.headers = {**auth, **dict(args.header)}
+    args.headers = {**bearer_headers(bearer or None), **dict(args.header)}
     out = _Out(sys.stdout, sys.stderr, as_json=args.json, colour=sys.stdout.isatty())
     handler = _SayHandler(out)
     LOGGER.addHandler(handler)
