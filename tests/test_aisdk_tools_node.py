@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
+import anyio
 
 from conftest import require
 from streamwire.aisdk import UIMessageStreamEncoder
@@ -22,8 +22,6 @@ from streamwire.chat import Chat
 from streamwire.contract import Message
 from streamwire.frames import ChunkCodec, EndFrame, FailFrame, TerminalFrame
 from streamwire.runs._tools import ToolCall, step_finish, step_start, tool_call
-
-pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parent.parent
 CODEC = ChunkCodec(Chat)
@@ -100,11 +98,15 @@ def _node() -> str:
     return node
 
 
-async def test_the_ai_sdk_client_builds_tool_parts_steps_and_approvals(tmp_path: Path) -> None:
-    node = _node()
+async def write_replies(folder: Path) -> None:
     for name, body in [("two-steps", await two_steps()), ("approval", await approval_requested()),
                        ("denied", await denied()), ("failed", await failed_mid_tool())]:
-        (tmp_path / f"{name}.sse").write_bytes(body)
+        (folder / f"{name}.sse").write_bytes(body)
+
+
+def test_the_ai_sdk_client_builds_tool_parts_steps_and_approvals(tmp_path: Path) -> None:
+    node = _node()
+    anyio.run(write_replies, tmp_path)
     env = {**os.environ, "STREAMWIRE_TOOL_REPLIES": str(tmp_path)}
     done = subprocess.run([node, "--test", "--test-reporter=spec", "tests/node/tools.test.mjs"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
