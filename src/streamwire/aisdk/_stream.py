@@ -316,11 +316,8 @@ class UIMessageStreamEncoder:
         return tool
 
     def _undeclared(self, event: str, raw: msgspec.Raw) -> None:
-        try:
-            data = _DECODE_ANY(raw)
-        except msgspec.DecodeError as exc:  # (the envelope's decoder checked it already)
-            raise PayloadError(str(exc), event=event, raw=bytes(raw)) from None
-        self._out.append({"type": f"data-{event}", "data": data})
+        # (the envelope's decoder has checked that ``raw`` is JSON)
+        self._out.append({"type": f"data-{event}", "data": _DECODE_ANY(raw)})
 
     def _terminal(self, frame: EndFrame | FailFrame | TruncatedFrame) -> None:
         self.finished = True
