@@ -204,10 +204,9 @@ def test_without_a_message_id_start_has_none() -> None:
 
 def test_what_is_ignored() -> None:
     bad = ChunkFrame(2, msgspec.Raw(b'{"event":"chunk","data":{"chunk":7}}'))
-    unknown = ChunkFrame(3, msgspec.Raw(b'{"event":"tool_call","data":{"x":1}}'))
     encoder = UIMessageStreamEncoder("m1")
     got: list[Any] = []
-    for frame in [*frames_of(Chat.chunk({"chunk": "a"})), bad, unknown, RewoundFrame(0),
+    for frame in [*frames_of(Chat.chunk({"chunk": "a"})), bad, RewoundFrame(0),
                   CaughtUpFrame(3), UnknownFrame("future", "{}"), EndFrame("completed")]:
         got += encoder.chunks(frame)
     assert got == [*PREAMBLE, {"type": "text-start", "id": "t1"},
@@ -217,6 +216,19 @@ def test_what_is_ignored() -> None:
     assert encoder.finished
     assert encoder.chunks(EndFrame("completed")) == [], "nothing after the terminal"
     assert encoder.feed(EndFrame("completed")) == b""
+
+
+def test_an_event_outside_the_chat_contract_is_a_data_part_not_dropped() -> None:
+    unknown = ChunkFrame(3, msgspec.Raw(b'{"event":"tool_call","data":{"x":1}}'))
+    encoder = UIMessageStreamEncoder("m1")
+    got: list[Any] = []
+    for frame in [*frames_of(Chat.chunk({"chunk": "a"})), unknown, EndFrame("completed")]:
+        got += encoder.chunks(frame)
+    assert got == [*PREAMBLE, {"type": "text-start", "id": "t1"},
+                   {"type": "text-delta", "id": "t1", "delta": "a"},
+                   {"type": "data-tool_call", "data": {"x": 1}},
+                   {"type": "text-end", "id": "t1"}, *FINISH]
+    assert encoder.skipped == 0
 
 
 def test_a_chunk_that_is_not_a_message_is_skipped() -> None:

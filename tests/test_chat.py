@@ -1,5 +1,6 @@
-"""The chat contract: every TRD event's wire JSON, each union variant, decode validation, the end
-reasons and the stop-reason mapping ("Serialization correctness" of the TRD's test plan)."""
+"""The chat contract: every TRD event's wire JSON (and the tool and step events'), each union
+variant, decode validation, the end reasons and the stop-reason mapping ("Serialization
+correctness" of the TRD's test plan)."""
 
 from __future__ import annotations
 
@@ -72,17 +73,49 @@ CASES: list[tuple[str, Message[Chat, Any], str]] = [
      '{"done":true,"messageId":"a1","userMessageId":"u1","reason":"complete"}'),
     ("error", Chat.error({"error": "Model overloaded", "message": "Model overloaded"}),
      '{"error":"Model overloaded","message":"Model overloaded"}'),
+    # tool calls and steps: the AI SDK v6 tool chunks' fields
+    ("tool_input_start", Chat.tool_input_start({"toolCallId": "c1", "toolName": "get_weather"}),
+     '{"toolCallId":"c1","toolName":"get_weather"}'),
+    ("tool_input_start.title", Chat.tool_input_start({"toolCallId": "c1", "toolName": "w",
+                                                      "title": "Weather"}),
+     '{"toolCallId":"c1","toolName":"w","title":"Weather"}'),
+    ("tool_input_delta", Chat.tool_input_delta({"toolCallId": "c1", "inputTextDelta": '{"ci'}),
+     '{"toolCallId":"c1","inputTextDelta":"{\\"ci"}'),
+    ("tool_input_available", Chat.tool_input_available({
+        "toolCallId": "c1", "toolName": "get_weather", "input": {"city": "Paris"}}),
+     '{"toolCallId":"c1","toolName":"get_weather","input":{"city":"Paris"}}'),
+    ("tool_input_available.null", Chat.tool_input_available({
+        "toolCallId": "c1", "toolName": "now", "input": None}),
+     '{"toolCallId":"c1","toolName":"now","input":null}'),
+    ("tool_approval_request", Chat.tool_approval_request({"approvalId": "a1",
+                                                          "toolCallId": "c1"}),
+     '{"approvalId":"a1","toolCallId":"c1"}'),
+    ("tool_output_available", Chat.tool_output_available({"toolCallId": "c1",
+                                                          "output": [18, "sunny"]}),
+     '{"toolCallId":"c1","output":[18,"sunny"]}'),
+    ("tool_output_error", Chat.tool_output_error({"toolCallId": "c1", "errorText": "timeout"}),
+     '{"toolCallId":"c1","errorText":"timeout"}'),
+    ("tool_output_denied", Chat.tool_output_denied({"toolCallId": "c1"}), '{"toolCallId":"c1"}'),
+    ("step_start", Chat.step_start({}), "{}"),
+    ("step_finish", Chat.step_finish({}), "{}"),
 ]
 
 TRD_EVENTS = [
     "chunk", "reasoning", "progress", "clear", "message_start", "usage", "sources", "suggestions",
     "attachments", "title", "warnings", "compression", "selection_required", "done", "error",
 ]
+TOOL_AND_STEP_EVENTS = [
+    "tool_input_start", "tool_input_delta", "tool_input_available", "tool_approval_request",
+    "tool_output_available", "tool_output_error", "tool_output_denied", "step_start",
+    "step_finish",
+]
+#: The TRD's events with the tool and step events before the terminal ones.
+CHAT_EVENTS = [*TRD_EVENTS[:-2], *TOOL_AND_STEP_EVENTS, *TRD_EVENTS[-2:]]
 
 
 def test_contract_has_exactly_the_trd_events() -> None:
-    assert list(Chat.events()) == TRD_EVENTS
-    for name in TRD_EVENTS:
+    assert list(Chat.events()) == CHAT_EVENTS
+    for name in CHAT_EVENTS:
         assert getattr(Chat, name).name == name  # the wire name is the attribute name
 
 
@@ -91,7 +124,7 @@ def test_chat_resolves() -> None:
 
 
 def test_every_event_and_variant_is_covered() -> None:
-    assert {msg.name for _, msg, _ in CASES} == set(TRD_EVENTS)
+    assert {msg.name for _, msg, _ in CASES} == set(CHAT_EVENTS)
     assert {case for case, _, _ in CASES} >= {
         "reasoning.chunk", "reasoning.done", "progress.steps", "progress.done", "progress.chunk",
         "compression.start", "compression.done"}
@@ -174,6 +207,16 @@ REJECTED: list[tuple[str, str]] = [
     ("error", '{"error":"x"}'),
     ("error", '{"message":"x"}'),
     ("error", "not json"),
+    ("tool_input_start", '{"toolCallId":"c1"}'),
+    ("tool_input_start", '{"tool_call_id":"c1","tool_name":"w"}'),  # snake_case
+    ("tool_input_delta", '{"toolCallId":"c1","inputTextDelta":{"city":"P"}}'),
+    ("tool_input_available", '{"toolCallId":"c1","toolName":"w"}'),  # no input (null is one)
+    ("tool_approval_request", '{"toolCallId":"c1"}'),
+    ("tool_output_available", '{"toolCallId":"c1"}'),
+    ("tool_output_error", '{"toolCallId":"c1","errorText":null}'),
+    ("tool_output_denied", '{"toolCallId":1}'),
+    ("step_start", "[]"),
+    ("step_finish", "null"),
 ]
 
 
@@ -188,7 +231,7 @@ def test_wrong_shapes_are_rejected(name: str, raw: str) -> None:
 
 
 def test_every_event_has_a_rejection_case() -> None:
-    assert {name for name, _ in REJECTED} == set(TRD_EVENTS)
+    assert {name for name, _ in REJECTED} == set(CHAT_EVENTS)
 
 
 def test_unknown_keys_are_dropped_so_servers_can_add_fields() -> None:
@@ -282,7 +325,11 @@ def test_any_text_is_an_end_reason_exactly_when_listed(text: str) -> None:
     assert is_stream_end_reason(text) == (text in REASONS)
 
 
-@pytest.mark.parametrize("name", TRD_EVENTS)
+#: The events whose payload holds ``Any`` (any JSON: test_chat_tools.py draws it as JSON).
+JSON_VALUED = ("tool_input_available", "tool_output_available")
+
+
+@pytest.mark.parametrize("name", [name for name in CHAT_EVENTS if name not in JSON_VALUED])
 @settings(max_examples=25, deadline=None)
 @given(data=st.data())
 def test_any_valid_payload_round_trips(name: str, data: st.DataObject) -> None:

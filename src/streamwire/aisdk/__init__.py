@@ -24,8 +24,26 @@ warnings                ``data-warnings`` (appended)
 selection_required      ``data-selection-required`` (appended)
 clear                   [``text-end``/``reasoning-end``], ``data-clear`` (the parts before it
                         are discarded by the page)
+tool_input_start        [``text-end``/``reasoning-end``], [``start-step``],
+                        ``tool-input-start{toolCallId, toolName, title?}``
+tool_input_delta        ``tool-input-delta{toolCallId, inputTextDelta}``
+tool_input_available    ``tool-input-available{toolCallId, toolName, input, title?}`` (with
+                        the closings of ``tool_input_start`` when no start came first)
+tool_approval_request   ``tool-approval-request{approvalId, toolCallId}``
+tool_output_available   ``tool-output-available{toolCallId, output}``
+tool_output_error       ``tool-output-error{toolCallId, errorText}``
+tool_output_denied      ``tool-output-denied{toolCallId}``
+step_start              [``text-end``...], [``finish-step``], ``start-step``: nothing while
+                        the open step is still empty (the preamble's)
+step_finish             [``text-end``/``reasoning-end``], ``finish-step`` (if a step is open)
 done, error             nothing: the run's terminal frame ends the reply
+(not a ``Chat`` event)  ``data-<event name>{data: <the payload>}`` (appended)
 ======================  ==================================================================
+
+A tool event out of its call's order (``streamwire.chat.TOOL_TRANSITIONS``: a delta before its
+start, an output after the output...) is skipped and counted (``skipped``): the client would throw.
+Text, reasoning, a new tool part, sources and files after a ``step_finish`` open a step
+(``start-step``) first.
 
 The terminal frame (``FINISH_REASONS``; then ``data: [DONE]``):
 
@@ -42,7 +60,11 @@ fail (D-4)                         ``finish-step``, ``error{errorText}``, ``fini
 truncated                          ``finish-step``, ``error{errorText}``, ``finish{error}``
 =================================  =============================================================
 
-Open text or reasoning parts are closed (``text-end``/``reasoning-end``) before ``finish-step``.
+Open text or reasoning parts are closed (``text-end``/``reasoning-end``) before ``finish-step``,
+and so are the tool parts left open (``open_tool_ending``: a ``tool-output-error`` each): at any end
+one whose input is still streaming, on ``fail``/``truncated`` (with the error's text, before
+``error``) and on a stop every one waiting for its output or approval. ``finish-step`` is sent
+only while a step is open (not after a ``step_finish``).
 """
 
 from __future__ import annotations
@@ -69,6 +91,13 @@ from ._chunks import (
     TextDeltaChunk,
     TextEndChunk,
     TextStartChunk,
+    ToolApprovalRequestChunk,
+    ToolInputAvailableChunk,
+    ToolInputDeltaChunk,
+    ToolInputStartChunk,
+    ToolOutputAvailableChunk,
+    ToolOutputDeniedChunk,
+    ToolOutputErrorChunk,
     UIMessageChunk,
     encode_event_id,
     encode_ui_event,
@@ -78,10 +107,14 @@ from ._mapping import (
     DATA_PARTS,
     END_REASONS,
     FINISH_REASONS,
+    INPUT_NEVER_COMPLETED,
+    STOPPED_BEFORE_OUTPUT,
     TERMINALS,
+    TOOL_CHUNKS,
     ChatTerminal,
     chat_terminal,
     end_reason,
+    open_tool_ending,
     terminal_frame,
 )
 from ._reply import ChatReplyDecoder
@@ -92,7 +125,10 @@ __all__ = [
     "DONE_DATA",
     "END_REASONS",
     "FINISH_REASONS",
+    "INPUT_NEVER_COMPLETED",
+    "STOPPED_BEFORE_OUTPUT",
     "TERMINALS",
+    "TOOL_CHUNKS",
     "UI_MESSAGE_STREAM_HEADERS",
     "AbortChunk",
     "ChatReplyDecoder",
@@ -115,6 +151,13 @@ __all__ = [
     "TextDeltaChunk",
     "TextEndChunk",
     "TextStartChunk",
+    "ToolApprovalRequestChunk",
+    "ToolInputAvailableChunk",
+    "ToolInputDeltaChunk",
+    "ToolInputStartChunk",
+    "ToolOutputAvailableChunk",
+    "ToolOutputDeniedChunk",
+    "ToolOutputErrorChunk",
     "UIMessageChunk",
     "UIMessageStreamEncoder",
     "chat_terminal",
@@ -122,6 +165,7 @@ __all__ = [
     "encode_ui_event",
     "end_reason",
     "format_event_id",
+    "open_tool_ending",
     "parse_event_id",
     "split_message_chunk",
     "terminal_frame",

@@ -42,6 +42,13 @@ __all__ = [
     "TextDeltaChunk",
     "TextEndChunk",
     "TextStartChunk",
+    "ToolApprovalRequestChunk",
+    "ToolInputAvailableChunk",
+    "ToolInputDeltaChunk",
+    "ToolInputStartChunk",
+    "ToolOutputAvailableChunk",
+    "ToolOutputDeniedChunk",
+    "ToolOutputErrorChunk",
     "UIMessageChunk",
     "encode_event_id",
     "encode_ui_event",
@@ -157,6 +164,71 @@ class FileChunk(TypedDict):
 
 
 @final
+class ToolInputStartChunk(TypedDict):
+    """A tool part opens (state ``input-streaming``); the part's type is ``tool-<toolName>``."""
+
+    type: Literal["tool-input-start"]
+    toolCallId: str
+    toolName: str
+    title: NotRequired[str]
+
+
+@final
+class ToolInputDeltaChunk(TypedDict):
+    """JSON text appended to the tool call's input (the client parses it partially)."""
+
+    type: Literal["tool-input-delta"]
+    toolCallId: str
+    inputTextDelta: str
+
+
+@final
+class ToolInputAvailableChunk(TypedDict):
+    """The tool call's complete input (state ``input-available``; ``onToolCall`` fires)."""
+
+    type: Literal["tool-input-available"]
+    toolCallId: str
+    toolName: str
+    input: Any
+    title: NotRequired[str]
+
+
+@final
+class ToolApprovalRequestChunk(TypedDict):
+    """The tool call waits for approval (state ``approval-requested``, ``approval.id``)."""
+
+    type: Literal["tool-approval-request"]
+    approvalId: str
+    toolCallId: str
+
+
+@final
+class ToolOutputAvailableChunk(TypedDict):
+    """The tool's output (state ``output-available``)."""
+
+    type: Literal["tool-output-available"]
+    toolCallId: str
+    output: Any
+
+
+@final
+class ToolOutputErrorChunk(TypedDict):
+    """The tool call failed (state ``output-error``, ``errorText``)."""
+
+    type: Literal["tool-output-error"]
+    toolCallId: str
+    errorText: str
+
+
+@final
+class ToolOutputDeniedChunk(TypedDict):
+    """The tool call was denied (state ``output-denied``)."""
+
+    type: Literal["tool-output-denied"]
+    toolCallId: str
+
+
+@final
 class DataChunk(TypedDict):
     """A ``data-<name>`` part: the same ``id`` replaces the part; ``transient`` keeps it out of
     the message (only ``onData`` sees it)."""
@@ -203,7 +275,10 @@ class FinishChunk(TypedDict):
 UIMessageChunk: TypeAlias = (
     StartChunk | StartStepChunk | FinishStepChunk | TextStartChunk | TextDeltaChunk | TextEndChunk
     | ReasoningStartChunk | ReasoningDeltaChunk | ReasoningEndChunk | SourceUrlChunk | FileChunk
-    | DataChunk | MessageMetadataChunk | ErrorChunk | AbortChunk | FinishChunk
+    | ToolInputStartChunk | ToolInputDeltaChunk | ToolInputAvailableChunk
+    | ToolApprovalRequestChunk | ToolOutputAvailableChunk | ToolOutputErrorChunk
+    | ToolOutputDeniedChunk | DataChunk | MessageMetadataChunk | ErrorChunk | AbortChunk
+    | FinishChunk
 )
 
 _ENCODE: Final = msgspec.json.Encoder().encode

@@ -4,6 +4,8 @@
   (a reader turns ``end``/``fail`` into ``done``/``error``; ``terminal_frame`` writes them back).
 * ``FINISH_REASONS``: a chat end reason -> the AI SDK's ``finishReason``.
 * ``DATA_PARTS``: the chat events with no native UI part -> their ``data-*`` part.
+* ``TOOL_CHUNKS``: the chat tool events -> their UI tool chunk (the same fields).
+* ``open_tool_ending``: which tool parts still open when the stream ends are closed, and with what.
 
 The tables are data: ``tests/test_aisdk_mapping.py`` walks them row by row.
 """
@@ -20,6 +22,7 @@ from ..chat import (
     DonePayload,
     ErrorPayload,
     StreamEndReason,
+    ToolCallState,
     is_stream_end_reason,
 )
 from ..contract import Message
@@ -31,10 +34,14 @@ __all__ = [
     "DATA_PARTS",
     "END_REASONS",
     "FINISH_REASONS",
+    "INPUT_NEVER_COMPLETED",
+    "STOPPED_BEFORE_OUTPUT",
     "TERMINALS",
+    "TOOL_CHUNKS",
     "ChatTerminal",
     "chat_terminal",
     "end_reason",
+    "open_tool_ending",
     "terminal_frame",
     "truncated_text",
 ]
@@ -81,6 +88,43 @@ DATA_PARTS: Final[Mapping[str, tuple[str, str | None]]] = MappingProxyType({
     "selection_required": ("data-selection-required", None),
     "clear": ("data-clear", None),
 })
+
+#: Chat tool event -> its UI message chunk's ``type``; the chunk carries the event's payload as is
+#: (the payload types declare exactly the v6 chunk fields, and decoding drops any other key).
+TOOL_CHUNKS: Final[Mapping[str, str]] = MappingProxyType({
+    "tool_input_start": "tool-input-start",
+    "tool_input_delta": "tool-input-delta",
+    "tool_input_available": "tool-input-available",
+    "tool_approval_request": "tool-approval-request",
+    "tool_output_available": "tool-output-available",
+    "tool_output_error": "tool-output-error",
+    "tool_output_denied": "tool-output-denied",
+})
+
+#: The ``errorText`` of a tool part closed because its input never completed.
+INPUT_NEVER_COMPLETED: Final = "the tool call's input never completed"
+#: The ``errorText`` of a tool part closed because the reply was stopped.
+STOPPED_BEFORE_OUTPUT: Final = "the reply was stopped before the tool call ended"
+
+
+def open_tool_ending(frame: TerminalFrame, state: ToolCallState) -> str | None:
+    """The ``errorText`` of the ``tool-output-error`` that closes a tool part left in ``state``
+    when the run's stream ends with ``frame``; None leaves the part as it is.
+
+    A part whose input is still streaming is closed at any end (no one can complete it). A part
+    waiting for its output or an approval is closed when the reply failed (with the failure's
+    text: D-4, before ``error``) or was stopped; at a completed or paused end it stays open: the
+    client's own tool (``addToolOutput``) or the user's approval answers it.
+    """
+    if state not in ("input-streaming", "input-available", "approval-requested"):
+        return None
+    if isinstance(frame, FailFrame):
+        return frame.error
+    if isinstance(frame, TruncatedFrame):
+        return truncated_text(frame)
+    if frame.status == "interrupted":
+        return STOPPED_BEFORE_OUTPUT
+    return INPUT_NEVER_COMPLETED if state == "input-streaming" else None
 
 
 def end_reason(frame: EndFrame) -> StreamEndReason:

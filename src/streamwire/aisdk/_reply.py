@@ -10,15 +10,23 @@ What a direct-profile reader expects, from what a durable stream holds:
   done": the reading ends, no ``done`` event follows an ``error``);
 * ``truncated`` -> ``StreamTruncatedError``; a body with no terminal is the reader's to retry.
 
-``done`` and ``error`` events inside chunks, and events ``Chat`` does not declare, are skipped: the
-terminal frame is the one end of a reply.
+``done`` and ``error`` events inside chunks are skipped: the terminal frame is the one end of a
+reply. The tool and step events are ``Chat`` events like the others: they pass through.
+
+An event the decoder's contract (``Chat``, or the app's contract that extends it) does not declare
+is not passed on (a ``Message`` reader could not decode it) but it is not dropped silently either:
+``undeclared`` counts it by name, for the reader to report (a newer server's event must not end an
+older reader's reply, so it is no error). Give the decoder the app's contract and its own events
+pass through like ``Chat``'s.
 """
 
 from __future__ import annotations
 
-from typing import Final, final
+from collections.abc import Mapping
+from typing import Any, Final, final
 
 from ..chat import Chat
+from ..contract import BoundEvent
 from ..errors import PayloadError
 from ..frames import ChunkFrame, TerminalFrame
 from ..sse import SSEEvent
@@ -37,14 +45,19 @@ class ChatReplyDecoder:
     Args:
         message_id, user_message_id: the ids ``done`` carries when the reply sent no
             ``message_start`` (whose ``assistantMessageId`` / ``userMessageId`` win).
+        contract: the events passed on: ``Chat``'s, or those of a contract extending it.
     """
 
-    __slots__ = ("_events", "message_id", "user_message_id")
+    __slots__ = ("_events", "message_id", "undeclared", "user_message_id")
 
-    def __init__(self, *, message_id: str = "", user_message_id: str = "") -> None:
+    def __init__(self, *, message_id: str = "", user_message_id: str = "",
+                 contract: type[Chat] = Chat) -> None:
         self.message_id = message_id
         self.user_message_id = user_message_id
-        self._events = Chat.events()
+        self._events: Mapping[str, BoundEvent[Any, Any]] = contract.events()
+        #: Event name -> how many of its chunks were not passed on: the contract does not
+        #: declare it.
+        self.undeclared: dict[str, int] = {}
 
     def event(self, chunk: ChunkFrame) -> SSEEvent | None:
         """The chat event ``chunk`` carries (``id`` = its sequence), or None when skipped.
@@ -54,7 +67,10 @@ class ChatReplyDecoder:
         """
         envelope = split_message_chunk(chunk.chunk)  # the payload is the reader's to validate
         name = envelope.event
-        if name in _TERMINAL_EVENTS or name not in self._events:
+        if name in _TERMINAL_EVENTS:
+            return None
+        if name not in self._events:
+            self.undeclared[name] = self.undeclared.get(name, 0) + 1
             return None
         data = bytes(envelope.data).decode()
         if name == "message_start":

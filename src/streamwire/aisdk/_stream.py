@@ -4,14 +4,23 @@ Feed it the frames of a run's stream in order (``log.read``, a ``/sse`` body's f
 with the UI message chunks they mean (``chunks``) or with the SSE bytes of those chunks
 (``feed``). The mapping (``streamwire.aisdk`` documents it as a table):
 
-* the preamble: ``start{messageId}``, ``start-step``;
+* the preamble: ``start{messageId}``, ``start-step`` (the first step is open from the start);
 * ``chunk`` / ``reasoning`` events open a text / reasoning part when none is open (closing the
   other kind first), then append a delta; ``reasoning{done}`` closes the reasoning part;
 * ``sources`` -> one ``source-url`` per link, ``attachments`` -> one ``file`` per attachment,
   ``message_start`` -> ``message-metadata``, the rest -> ``data-*`` parts (``DATA_PARTS``);
-* the terminal frame closes the open part and the step, then ends the message: ``finish`` with
-  the mapped reason (after ``abort`` for a stopped run); a ``fail`` (or ``truncated``) ends it as
-  D-4 says: ``error{errorText}``, then ``finish{finishReason: "error"}``; then ``[DONE]``.
+* tool events -> their tool chunk (``TOOL_CHUNKS``), in the order ``TOOL_TRANSITIONS`` allows: an
+  event out of that order (a delta before its start...) is skipped and counted, never sent (the
+  client would throw). The event that creates a tool part closes the open text/reasoning part
+  first, so text after a tool call is a new part below it;
+* ``step_finish`` closes the open part and the step (``finish-step``); ``step_start`` opens one
+  (``start-step``), after closing the current step if it has content (a ``step_start`` in the
+  empty step of the preamble adds nothing). Content (text, reasoning, a new tool part, sources,
+  files) after a ``step_finish`` opens a step of its own; ``data-*`` parts need none;
+* the terminal frame closes the open part, the tool parts ``open_tool_ending`` names (each with
+  ``tool-output-error``) and the open step, then ends the message: ``finish`` with the mapped
+  reason (after ``abort`` for a stopped run); a ``fail`` (or ``truncated``) ends it as D-4 says:
+  ``error{errorText}``, then ``finish{finishReason: "error"}``; then ``[DONE]``.
 
 Event ids. Every SSE event carries its position in the run's stream: the sequence of the chunk
 that produced it, and its index among that chunk's UI events (``"7"`` for the first, ``"7.1"``
@@ -21,9 +30,13 @@ exactly the events after it: nothing twice even when a cut fell between two even
 The encoder re-reads the stream from its start to rebuild the state at the cursor (which parts
 are open), and writes only what lies after it.
 
-Ignored: events the ``Chat`` contract does not declare, chunks whose payload does not validate
-(counted in ``skipped``), ``done``/``error`` events inside chunks (the terminal frame decides how
-a reply ends), and the ``rewound``/``caught-up`` markers (a UI message cannot drop parts in v6).
+An event the ``Chat`` contract does not declare (an app's own event, from a contract that extends
+``Chat``) is not dropped: it becomes a ``data-<event name>`` part with its payload as ``data``
+(appended; the page's ``onData`` and ``message.parts`` see it).
+
+Ignored: chunks whose payload does not validate and tool events out of order (counted in
+``skipped``), ``done``/``error`` events inside chunks (the terminal frame decides how a reply
+ends), and the ``rewound``/``caught-up`` markers (a UI message cannot drop parts in v6).
 """
 
 from __future__ import annotations
@@ -31,8 +44,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, cast, final
 
-from ..chat import Chat, StreamEndReason
-from ..errors import PayloadError
+import msgspec
+
+from ..chat import Chat, StreamEndReason, ToolCallState, advance_tool_call
+from ..errors import PayloadError, UsageError
 from ..frames import (
     ChunkFrame,
     EndFrame,
@@ -42,7 +57,14 @@ from ..frames import (
     UnknownFrame,
 )
 from ._chunks import UIMessageChunk, encode_event_id, encode_ui_event, split_message_chunk
-from ._mapping import DATA_PARTS, FINISH_REASONS, end_reason, truncated_text
+from ._mapping import (
+    DATA_PARTS,
+    FINISH_REASONS,
+    TOOL_CHUNKS,
+    end_reason,
+    open_tool_ending,
+    truncated_text,
+)
 
 __all__ = ["EventPosition", "UIMessageStreamEncoder", "format_event_id", "parse_event_id"]
 
@@ -50,6 +72,9 @@ __all__ = ["EventPosition", "UIMessageStreamEncoder", "format_event_id", "parse_
 EventPosition = tuple[int, int]
 
 _MAX_ID_DIGITS: Final = 18
+#: The ``Chat`` events that map to no UI chunk (the terminal frame ends the reply).
+_IN_CHUNK_TERMINALS: Final = frozenset({"done", "error"})
+_DECODE_ANY: Final = msgspec.json.Decoder().decode
 
 
 def format_event_id(position: EventPosition) -> str:
@@ -82,7 +107,8 @@ class UIMessageStreamEncoder:
     """
 
     __slots__ = ("_after", "_index", "_out", "_reasoning", "_routes", "_sequence", "_started",
-                 "_text", "finished", "message_id", "skipped")
+                 "_step_open", "_step_used", "_text", "_tools", "finished", "message_id",
+                 "skipped")
 
     def __init__(self, message_id: str | None = None, *, after: str | None = None) -> None:
         self.message_id = message_id
@@ -92,17 +118,25 @@ class UIMessageStreamEncoder:
         self._text: str | None = None
         self._reasoning: str | None = None
         self._started = False
+        self._step_open = False
+        self._step_used = False
+        #: tool call id -> its state, in the order the calls began
+        self._tools: dict[str, ToolCallState] = {}
         self._out: list[UIMessageChunk] = []
         #: True once the terminal frame was fed: the stream is over.
         self.finished = False
-        #: Chunks ignored because their payload did not validate against ``Chat``.
+        #: Chunks ignored: their payload does not validate against ``Chat``, or a tool event
+        #: breaks its call's order (``TOOL_TRANSITIONS``).
         self.skipped = 0
         handlers: dict[str, Callable[[Any], None]] = {
             "chunk": self._chunk, "reasoning": self._reasoning_event, "sources": self._sources,
             "attachments": self._attachments, "message_start": self._message_start,
+            "step_start": self._step_start, "step_finish": self._step_finish,
         }
         for name, (part, part_id) in DATA_PARTS.items():
             handlers[name] = self._data_handler(part, part_id)
+        for name, chunk_type in TOOL_CHUNKS.items():
+            handlers[name] = self._tool_handler(name, chunk_type)
         # event name -> (the payload's validating decoder, the mapping of its payload)
         self._routes: dict[str, tuple[Callable[[Any], Any], Callable[[Any], None]]] = {
             name: (Chat.events()[name].decode, handler) for name, handler in handlers.items()}
@@ -114,6 +148,7 @@ class UIMessageStreamEncoder:
         if self._started:
             return []
         self._started = True
+        self._step_open = True
         start: UIMessageChunk = ({"type": "start"} if self.message_id is None
                                  else {"type": "start", "messageId": self.message_id})
         return [start, {"type": "start-step"}]
@@ -137,7 +172,9 @@ class UIMessageStreamEncoder:
                 route = self._routes.get(envelope.event)
                 if route is not None:
                     route[1](route[0](envelope.data))
-            except PayloadError:
+                elif envelope.event not in _IN_CHUNK_TERMINALS:
+                    self._undeclared(envelope.event, envelope.data)
+            except (PayloadError, UsageError):
                 self.skipped += 1
         elif kind is EndFrame or kind is FailFrame or kind is TruncatedFrame:
             self._terminal(frame)  # type: ignore[arg-type]
@@ -188,10 +225,37 @@ class UIMessageStreamEncoder:
             self._out.append({"type": "reasoning-end", "id": self._reasoning})
             self._reasoning = None
 
+    def _content(self) -> None:
+        """Content goes into a step: open one if none is (after a ``step_finish``)."""
+        if not self._step_open:
+            self._out.append({"type": "start-step"})
+            self._step_open = True
+        self._step_used = True
+
+    def _end_step(self) -> None:
+        self._close_text()
+        self._close_reasoning()
+        self._out.append({"type": "finish-step"})
+        self._step_open = False
+
+    def _step_start(self, data: Any) -> None:
+        if self._step_open:
+            if not self._step_used:
+                return  # the open step is still empty: it is this one
+            self._end_step()
+        self._out.append({"type": "start-step"})
+        self._step_open = True
+        self._step_used = False
+
+    def _step_finish(self, data: Any) -> None:
+        if self._step_open:
+            self._end_step()
+
     def _chunk(self, data: Any) -> None:
         part = self._text
         if part is None:
             self._close_reasoning()
+            self._content()
             part = self._text = f"t{self._sequence}"
             self._out.append({"type": "text-start", "id": part})
         self._out.append({"type": "text-delta", "id": part, "delta": data["chunk"]})
@@ -203,16 +267,21 @@ class UIMessageStreamEncoder:
         part = self._reasoning
         if part is None:
             self._close_text()
+            self._content()
             part = self._reasoning = f"r{self._sequence}"
             self._out.append({"type": "reasoning-start", "id": part})
         self._out.append({"type": "reasoning-delta", "id": part, "delta": data["chunk"]})
 
     def _sources(self, data: Any) -> None:
+        if data:
+            self._content()
         for i, link in enumerate(data):
             self._out.append({"type": "source-url", "sourceId": f"s{self._sequence}.{i}",
                               "url": link["url"], "title": link["title"]})
 
     def _attachments(self, data: Any) -> None:
+        if data:
+            self._content()
         for item in data:
             self._out.append({
                 "type": "file", "url": item["dataUrl"], "mediaType": item["mimeType"],
@@ -234,12 +303,33 @@ class UIMessageStreamEncoder:
             return lambda data: self._out.append({"type": part, "data": data})
         return lambda data: self._out.append({"type": part, "id": part_id, "data": data})
 
+    def _tool_handler(self, event: str, chunk_type: str) -> Callable[[Any], None]:
+        def tool(data: Any) -> None:
+            calls = self._tools
+            new = data["toolCallId"] not in calls
+            advance_tool_call(calls, event, data)  # UsageError: out of order, skipped
+            if new:  # the part is created: below the text so far, in a step
+                self._close_text()
+                self._close_reasoning()
+                self._content()
+            self._out.append(cast(UIMessageChunk, {"type": chunk_type, **data}))
+        return tool
+
+    def _undeclared(self, event: str, raw: msgspec.Raw) -> None:
+        # (the envelope's decoder has checked that ``raw`` is JSON)
+        self._out.append({"type": f"data-{event}", "data": _DECODE_ANY(raw)})
+
     def _terminal(self, frame: EndFrame | FailFrame | TruncatedFrame) -> None:
         self.finished = True
         self._close_text()
         self._close_reasoning()
         out = self._out
-        out.append({"type": "finish-step"})
+        for call_id, state in self._tools.items():
+            text = open_tool_ending(frame, state)
+            if text is not None:
+                out.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": text})
+        if self._step_open:
+            out.append({"type": "finish-step"})
         if isinstance(frame, EndFrame):
             reason: StreamEndReason = end_reason(frame)
             if frame.status == "interrupted":
