@@ -340,8 +340,8 @@ class Runs(Liveness):
             local.done.set()
 
     def _abandon(self, ctx: RunContext[Any], local: LocalRun) -> None:
-        local.abandoned = True
         local.cancel("shutdown")  # when this task was cancelled before the agent ever was
+        local.abandon()
         end_context(ctx)  # it may go on, but it emits no more
         self.abandoned += 1
         logger.error("run %s: agent %r ignored its cancellation (%s) for stop_grace=%s s; its "

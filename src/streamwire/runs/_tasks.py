@@ -7,6 +7,10 @@ make the event loop spin redelivering it; trio: a cancel scope of its own), wait
 seconds and then settles the run without it, leaving the task behind (``abandoned``). The task
 records what the agent returned or raised in its ``LocalRun``; the service settles the run from
 there (``Runs._execute``), never the task itself.
+
+An abandoned asyncio task is also taken out of asyncio's task registry, so that the end of
+``asyncio.run`` (which cancels every task left and waits for each) does not wait for it either:
+a process that shuts down exits even with such an agent in it.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ class LocalRun:
     """A run whose agent runs in this process: what it returned or raised once ``finished``,
     and why the service cancelled it (``reason``), if it did."""
 
-    __slots__ = ("_cancel", "abandoned", "done", "error", "finished", "last_keepalive", "reason",
+    __slots__ = ("_abandon", "_cancel", "abandoned", "done", "error", "finished", "last_keepalive", "reason",
                  "result", "wake")
 
     def __init__(self) -> None:
@@ -56,6 +60,7 @@ class LocalRun:
         #: ``time.monotonic()`` of the last keepalive of the run's stream.
         self.last_keepalive = time.monotonic()
         self._cancel: Callable[[], object] | None = None
+        self._abandon: Callable[[], object] | None = None
 
     def cancel(self, reason: Reason) -> None:
         """End the run for ``reason`` (the first reason given counts); a no-op once the agent's
@@ -66,6 +71,15 @@ class LocalRun:
         self.wake.set()
         if self._cancel is not None:
             self._cancel()
+
+
+    def abandon(self) -> None:
+        """Give up on the agent: cancel it once more and let it go (see the module)."""
+        self.abandoned = True
+        if not self.finished and self._cancel is not None:
+            self._cancel()
+        if self._abandon is not None:
+            self._abandon()
 
 
 def start_agent(fn: Agent, ctx: RunContext[Any], local: LocalRun, *, name: str) -> None:
@@ -102,3 +116,12 @@ def start_agent(fn: Agent, ctx: RunContext[Any], local: LocalRun, *, name: str) 
     _TASKS.add(task)
     task.add_done_callback(_TASKS.discard)
     local._cancel = task.cancel  # pyright: ignore[reportPrivateUsage] - this module's
+    local._abandon = lambda: _unregister(task)  # pyright: ignore[reportPrivateUsage]
+
+
+def _unregister(task: asyncio.Task[None]) -> None:
+    """Take ``task`` out of ``asyncio.all_tasks()`` (what ``asyncio.run`` waits for at its end)."""
+    unregister: Callable[[asyncio.Task[None]], None] | None = getattr(
+        asyncio, "_unregister_task", None)
+    if unregister is not None:
+        unregister(task)
