@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import time
 from typing import Any
@@ -163,7 +164,9 @@ async def test_sigkill_of_the_worker_gives_stream_and_status_one_code(backend: B
     print(f"\n{backend.kind}: WORKER_LOST on stream and status {took:.2f} s after SIGKILL")
 
 
-async def test_an_agent_that_swallows_its_cancellation_is_abandoned(backend: Backend) -> None:
+async def test_an_agent_that_swallows_its_cancellation_is_abandoned(
+        backend: Backend, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="streamwire.runs")
     with serving(backend.factory, ALL, app_options=APP, stop_grace=1.0) as srv:
         async with httpx.AsyncClient(base_url=srv.base, timeout=30) as client:
             await _start(client, "swallower", "stuck")
@@ -190,6 +193,9 @@ async def test_an_agent_that_swallows_its_cancellation_is_abandoned(backend: Bac
     assert 1 <= took < 2.5, took
     assert exit_took < 5, exit_took
     assert srv.runs.abandoned == 2
+    reported = [r.getMessage() for r in caplog.records if "abandoned" in r.getMessage()]
+    assert len(reported) == 2, reported
+    assert "run stuck: agent 'swallower' ignored its cancellation (stop)" in reported[0]
     print(f"\n{backend.kind}: stop -> interrupted in {took:.2f} s (stop_grace=1); "
           f"shutdown with a stuck agent took {exit_took:.2f} s")
 
@@ -232,3 +238,20 @@ def test_options_are_checked() -> None:
             Runs(log, ALL, **bad)
     with pytest.raises(UsageError):
         agent_options(run_timeout=-1)
+
+
+def test_a_settled_record_is_corrected_to_its_streams_terminal() -> None:
+    from streamwire.errors import RunStateError
+    from streamwire.runs._record import agreeing, new_record, settled
+
+    running = new_record("r", "quiet", None, owner="w", now=1.0, lease=1.0)
+    lost = settled(running, "failed", now=2.0, head=3, error="lost", recoverable=True,
+                   error_detail={"code": "WORKER_LOST"})
+    gone = agreeing(lost, "failed", now=3.0, head=3, error="gone", recoverable=True,
+                    error_detail={"code": "WRITER_GONE"})
+    assert (gone.version, gone.error_detail, gone.status) == (
+        lost.version + 1, {"code": "WRITER_GONE"}, "failed")
+    assert agreeing(gone, "failed", now=4.0, head=3, error="gone", recoverable=True,
+                    error_detail={"code": "WRITER_GONE"}) is gone
+    with pytest.raises(RunStateError):
+        agreeing(running, "failed", now=4.0, head=3)
