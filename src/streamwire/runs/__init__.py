@@ -22,19 +22,28 @@ Agents are contained: nothing one does reaches beyond its run. Any exception cla
 ``INVALID_OUTCOME``, checked before the record moves; ``run.emit`` refuses what a reader would
 drop, and any emit once the agent's call has ended (``RunEndedError``). No exception text reaches
 the wire unless ``expose_errors`` is on; every other run and stream is served on.
+
+Agents are bounded: a run's lease keeps its stream's writer alive however long the agent is
+silent, and a lost worker's runs end ``WORKER_LOST`` on stream and ``/status`` alike; an agent
+that ignores its cancellation is abandoned ``stop_grace`` seconds after a stop (its run ends
+``interrupted`` anyway); ``run_timeout`` (``Runs(..., run_timeout=)``, or per agent
+``@agent_options(run_timeout=)``) fails a run whose agent runs longer ``TIMEOUT``.
 """
 
 from __future__ import annotations
 
 from .._public import publish
 from ._context import Agent, AgentError, Completed, Paused, RunContext, load_agent
+from ._options import AgentOptions, agent_options
 from ._outcome import RunOutcome, outcome_from_status, outcome_from_terminal
 from ._record import FINISHED_RUN, TRANSITIONS, RunRecord, RunStatus
 from ._service import (
     DEFAULT_LEASE_TIME,
     DEFAULT_POLL_INTERVAL,
     DEFAULT_RECORD_TTL,
+    DEFAULT_STOP_GRACE,
     DEFAULT_STOP_WAIT,
+    TIMEOUT,
     Runs,
 )
 from ._store import MemoryRunStore, RunStore, store_for
@@ -43,11 +52,14 @@ __all__ = [
     "DEFAULT_LEASE_TIME",
     "DEFAULT_POLL_INTERVAL",
     "DEFAULT_RECORD_TTL",
+    "DEFAULT_STOP_GRACE",
     "DEFAULT_STOP_WAIT",
     "FINISHED_RUN",
+    "TIMEOUT",
     "TRANSITIONS",
     "Agent",
     "AgentError",
+    "AgentOptions",
     "Completed",
     "MemoryRunStore",
     "Paused",
@@ -57,6 +69,7 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "Runs",
+    "agent_options",
     "load_agent",
     "outcome_from_status",
     "outcome_from_terminal",

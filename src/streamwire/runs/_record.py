@@ -20,6 +20,7 @@ __all__ = [
     "TRANSITIONS",
     "RunRecord",
     "RunStatus",
+    "agreeing",
     "check_resume",
     "check_same_start",
     "decode_record",
@@ -127,6 +128,20 @@ def settled(record: RunRecord, status: RunStatus, *, now: float, head: int,
         fields.setdefault("state", None)
     return _move(record, status, now, head=head, lease_expires_at=0.0, stop_requested=False,
                  **fields)
+
+
+def agreeing(record: RunRecord, status: RunStatus, *, now: float, head: int,
+             **fields: Any) -> RunRecord:
+    """The settled ``record`` corrected to the terminal its stream has (``status`` and fields):
+    the log wrote another terminal first (its writer timeout), and the stream's terminal is what
+    every reader saw. The same record when it already agrees."""
+    if record.status == "running":
+        raise RunStateError(f"run {record.run_id!r} is running; only a settled run is corrected")
+    fields.setdefault("state", None)
+    changes = {"status": status, "head": head, **fields}
+    if all(getattr(record, k) == v for k, v in changes.items() if k != "head"):
+        return record
+    return msgspec.structs.replace(record, version=record.version + 1, updated_at=now, **changes)
 
 
 def resumed(record: RunRecord, resume_id: str, input: Any, *, owner: str, now: float,

@@ -8,15 +8,19 @@ The rules, written once above the storage:
 * **one terminal per run**: whoever moves the record out of ``running`` (compare-and-set) writes
   the stream's terminal, and only they: the worker when its agent returns, raises, is stopped or
   shut down, or the sweeper of any process when the worker's lease expired (``WORKER_LOST``);
-* **leases**: the worker renews its runs' leases and reads their stop flags every
-  ``poll_interval``; a stop that reaches another process sets the flag through the store;
+* **one liveness fact**: the worker renews its runs' leases, keeps their streams' writers alive
+  and reads their stop flags every ``poll_interval``; a stop that reaches another process sets the
+  flag through the store; a lost worker's runs end ``WORKER_LOST`` on stream and record alike
+  (``_liveness``);
 * **containment**: nothing an agent raises, returns or emits reaches beyond its run
-  (``_execute``; the outcome is checked before any state moves, ``_exit.settlement``).
+  (``_execute``; the outcome is checked before any state moves, ``_exit.settlement``);
+* **bounds**: an agent runs in a task the service can abandon (``_tasks``): ``stop_grace``
+  seconds after a stop (or a shutdown, or its ``run_timeout``) its run settles whether or not the
+  agent ended; ``run_timeout`` fails a run whose agent runs longer ``TIMEOUT``.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import os
@@ -25,7 +29,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping
 from types import TracebackType
-from typing import Any, Final, Literal, TypeAlias, cast
+from typing import Any, Final, cast
 
 import anyio
 import anyio.abc
@@ -40,30 +44,31 @@ from ..errors import (
 from ..log import StreamLog
 from ._context import Agent, RunContext, agent_contract, end_context
 from ._exit import settlement
+from ._liveness import Liveness, default_lease_time, keepalive_interval, writer_timeout_of
+from ._options import check_timeout, effective_timeout
 from ._record import (
     FINISHED_RUN,
     RunRecord,
-    RunStatus,
     check_resume,
     check_same_start,
     flag_stop,
-    lease_expired,
     new_record,
-    renewed,
     resumed,
     settled,
     status_body,
 )
 from ._store import RunStore, store_for
+from ._tasks import LocalRun, Reason, start_agent
 
 __all__ = ["DEFAULT_LEASE_TIME", "DEFAULT_POLL_INTERVAL", "DEFAULT_RECORD_TTL",
-           "DEFAULT_STOP_WAIT", "Runs"]
+           "DEFAULT_STOP_GRACE", "DEFAULT_STOP_WAIT", "TIMEOUT", "Runs"]
 
 logger = logging.getLogger("streamwire.runs")
 
-#: Seconds a worker's lease on a run lasts without renewal: when a worker dies, its runs end
-#: ``WORKER_LOST`` within this time plus one sweep (a quarter of it, at most 5 s). Renewals come
-#: every third of it.
+#: The longest a worker's lease on a run lasts without renewal: when a worker dies, its runs end
+#: ``WORKER_LOST`` within the lease plus one sweep (a quarter of it, at most 5 s). Renewals come
+#: every third of it. Unless ``lease_time`` is given, the lease is half the log's
+#: ``writer_timeout`` (15 s by default) capped at this, so that it lapses before the stream's.
 DEFAULT_LEASE_TIME: Final = 30.0
 #: Seconds between a worker's looks at its own runs' records (stop flags from other processes,
 #: lease renewals); none while it runs nothing.
@@ -73,26 +78,13 @@ DEFAULT_POLL_INTERVAL: Final = 0.25
 DEFAULT_RECORD_TTL: Final = 7 * 24 * 3600.0
 #: Seconds ``stop`` waits for the run's terminal before answering with the status it has.
 DEFAULT_STOP_WAIT: Final = 10.0
-#: Seconds a shutting-down worker gives its agents to end (each gets a terminal either way).
-_SHUTDOWN_WAIT: Final = 5.0
-
-_Reason: TypeAlias = Literal["stop", "lost", "shutdown"]
-
-
-class _Local:
-    """A run whose agent runs in this process."""
-
-    __slots__ = ("done", "reason", "scope")
-
-    def __init__(self) -> None:
-        self.scope = anyio.CancelScope()
-        self.reason: _Reason | None = None
-        self.done = anyio.Event()
-
-    def cancel(self, reason: _Reason) -> None:
-        if self.reason is None:
-            self.reason = reason
-        self.scope.cancel()
+#: Seconds an agent gets to end once its run is stopped, shut down or timed out, before the run
+#: settles without it (its task is abandoned).
+DEFAULT_STOP_GRACE: Final = 5.0
+#: Seconds a shutting-down worker gives its runs to settle once their grace is over.
+_SETTLE_WAIT: Final = 5.0
+#: ``errorDetail.code`` of a run that ran longer than its ``run_timeout``.
+TIMEOUT: Final = "TIMEOUT"
 
 
 def agent_table(agents: Mapping[str, Agent] | Iterable[Agent]) -> dict[str, Agent]:
@@ -113,27 +105,40 @@ def agent_table(agents: Mapping[str, Agent] | Iterable[Agent]) -> dict[str, Agen
     return table
 
 
-class Runs:
+class Runs(Liveness):
     """The runs of one server process: ``async with Runs(log, [agent, ...]) as runs:``.
 
     Args:
         log: the stream log the runs write to (their records go to the same backend).
         agents: agents by name, or a list of agents served under their ``__name__``.
         store: where records live (default: beside ``log``, ``store_for(log)``).
-        lease_time: seconds before a silent worker's runs end ``WORKER_LOST``.
-        poll_interval: seconds between looks at this worker's runs (stop flags, lease renewals).
+        lease_time: seconds before a silent worker's runs end ``WORKER_LOST`` (default: half the
+            log's ``writer_timeout``, at most ``DEFAULT_LEASE_TIME``).
+        poll_interval: seconds between looks at this worker's runs (stop flags, lease renewals,
+            stream keepalives).
         stop_wait: seconds ``stop`` waits for the run to settle before answering.
+        stop_grace: seconds an agent gets to end after a stop, a shutdown or its timeout; then
+            its run settles anyway and its task is abandoned (``abandoned`` counts them).
+        run_timeout: seconds one call of an agent (a start or a resume) may run before its run
+            fails ``TIMEOUT`` (None: no limit); an agent's own ``@agent_options(run_timeout=)``
+            overrides it.
         record_ttl: seconds a record is kept once it is not running (0: forever).
         expose_errors: put an agent exception's type and text on the wire (development only).
     """
 
     def __init__(self, log: StreamLog, agents: Mapping[str, Agent] | Iterable[Agent], *,
-                 store: RunStore | None = None, lease_time: float = DEFAULT_LEASE_TIME,
+                 store: RunStore | None = None, lease_time: float | None = None,
                  poll_interval: float = DEFAULT_POLL_INTERVAL, stop_wait: float = DEFAULT_STOP_WAIT,
+                 stop_grace: float = DEFAULT_STOP_GRACE, run_timeout: float | None = None,
                  record_ttl: float = DEFAULT_RECORD_TTL, expose_errors: bool = False) -> None:
         if not record_ttl >= 0:
             raise UsageError(f"record_ttl must be seconds >= 0 (0: keep records), not {record_ttl!r}")
-        if not poll_interval > 0 or not lease_time >= 3 * poll_interval:
+        if not stop_grace >= 0 or not math.isfinite(stop_grace):
+            raise UsageError(f"stop_grace must be seconds >= 0, not {stop_grace!r}")
+        writer_timeout = writer_timeout_of(log)
+        if lease_time is None and poll_interval > 0:
+            lease_time = default_lease_time(writer_timeout, poll_interval, DEFAULT_LEASE_TIME)
+        if lease_time is None or not poll_interval > 0 or not lease_time >= 3 * poll_interval:
             raise UsageError(f"lease_time={lease_time} must be at least 3 x poll_interval="
                              f"{poll_interval} (> 0) so that a lease is renewed in time")
         self.log = log
@@ -142,13 +147,19 @@ class Runs:
         self.lease_time = float(lease_time)
         self.poll_interval = float(poll_interval)
         self.stop_wait = float(stop_wait)
+        self.stop_grace = float(stop_grace)
+        self.run_timeout = check_timeout("run_timeout", run_timeout)
+        self.keepalive_interval = keepalive_interval(self.lease_time, writer_timeout)
         self.record_ttl = float(record_ttl)
         self.expose_errors = expose_errors
         #: This process's name in the leases it holds.
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         #: Agent calls made by this process (starts and resumes).
         self.invocations = 0
-        self._local: dict[str, _Local] = {}
+        #: Agent calls this process gave up on: they ignored their cancellation for
+        #: ``stop_grace`` seconds, and their runs settled without them.
+        self.abandoned = 0
+        self._local: dict[str, LocalRun] = {}
         self._tg: anyio.abc.TaskGroup | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -167,7 +178,7 @@ class Runs:
             return
         for local in list(self._local.values()):
             local.cancel("shutdown")
-        with anyio.move_on_after(_SHUTDOWN_WAIT, shield=True):
+        with anyio.move_on_after(self.stop_grace + _SETTLE_WAIT, shield=True):
             for local in list(self._local.values()):
                 await local.done.wait()
         tg.cancel_scope.cancel()
@@ -296,45 +307,49 @@ class Runs:
                                "shut down", error_detail={"code": "WORKER_SHUTDOWN"},
                                recoverable=True)
             return
-        local = self._local[record.run_id] = _Local()
+        local = self._local[record.run_id] = LocalRun()
         self._tg.start_soon(self._execute, fn, ctx, local, name=f"run {record.run_id}")
 
-    async def _execute(self, fn: Agent, ctx: RunContext[Any], local: _Local) -> None:
-        """Call the agent and settle its run, whatever it does: nothing it raises leaves this
-        task (the task group would take every other run and the service down with it)."""
-        result: Any = None
-        error: BaseException | None = None
+    async def _execute(self, fn: Agent, ctx: RunContext[Any], local: LocalRun) -> None:
+        """Call the agent (in a task of its own, ``_tasks``) and settle its run, whatever it
+        does: nothing it raises reaches this task (the task group would take every other run
+        and the service down with it), and one that ignores its cancellation is abandoned after
+        ``stop_grace`` seconds."""
         try:
-            with local.scope:
-                self.invocations += 1
-                try:
-                    result = await fn(ctx)
-                except BaseException as exc:
-                    # Every class is the agent's: SystemExit (sys.exit()), GeneratorExit, a custom
-                    # BaseException, a CancelledError nobody asked for, and KeyboardInterrupt
-                    # too: under uvicorn (and asyncio.run) a real Ctrl-C goes to their signal
-                    # handlers, which drain the server, never out of an agent's task; one raised
-                    # there is the agent's doing. (Under Python's default handler, a Ctrl-C
-                    # landing while agent code runs would fail that run instead: containment's
-                    # price.) Only a real cancellation goes on: of this run (a stop, a lost lease,
-                    # a shutdown: the scope ends it, local.reason says which), or of the task
-                    # group around it.
-                    if not _cancelled_for_real(exc, local.scope):
-                        error = exc
-                    elif not local.scope.cancel_called:
-                        raise
-                finally:
-                    end_context(ctx)  # a task the agent left behind emits no more
+            self.invocations += 1
+            timeout = effective_timeout(fn, self.run_timeout)
+            start_agent(fn, ctx, local, name=f"agent {ctx.agent!r} of run {ctx.run_id}")
+            try:
+                with anyio.move_on_after(timeout):
+                    await local.wake.wait()  # the agent's call ended, or the run was cancelled
+                local.cancel("timeout")  # a no-op when the agent's call ended
+                with anyio.move_on_after(self.stop_grace):
+                    while not local.finished:
+                        await local.wake.wait()
+                        local.wake = anyio.Event()
+            finally:
+                if not local.finished:  # it ignores its cancellation (or this task was cancelled)
+                    self._abandon(ctx, local)
             with anyio.CancelScope(shield=True), anyio.move_on_after(self.lease_time):
-                await self._finish(ctx.run_id, local.reason, result, error)
+                await self._finish(ctx.run_id, local.reason, local.result, local.error,
+                                   limit=timeout)
         except Exception:  # the store or log failed: the lease runs out, the sweeper settles it
             logger.exception("run %s: could not settle it", ctx.run_id)
         finally:
             self._local.pop(ctx.run_id, None)
             local.done.set()
 
-    async def _finish(self, run_id: str, reason: _Reason | None, result: Any,
-                      error: BaseException | None) -> None:
+    def _abandon(self, ctx: RunContext[Any], local: LocalRun) -> None:
+        local.cancel("shutdown")  # when this task was cancelled before the agent ever was
+        local.abandon()
+        end_context(ctx)  # it may go on, but it emits no more
+        self.abandoned += 1
+        logger.error("run %s: agent %r ignored its cancellation (%s) for stop_grace=%s s; its "
+                     "task is abandoned and the run settles without it", ctx.run_id, ctx.agent,
+                     local.reason, self.stop_grace)
+
+    async def _finish(self, run_id: str, reason: Reason | None, result: Any,
+                      error: BaseException | None, *, limit: float) -> None:
         if reason == "lost":
             return  # another process settled the run (its lease had expired)
         if reason == "stop":
@@ -344,102 +359,19 @@ class Runs:
             await self._settle(run_id, "failed", error="the worker running the agent shut down",
                                error_detail={"code": "WORKER_SHUTDOWN"}, recoverable=True)
             return
+        if reason == "timeout":
+            logger.warning("run %s: it ran longer than its run_timeout (%s s)", run_id, limit)
+            await self._settle(run_id, "failed", error=f"the run took longer than its "
+                               f"run_timeout ({limit:g} s)", error_detail={"code": TIMEOUT},
+                               recoverable=False)
+            return
+        if reason == "gone":  # the log ended the stream: the record takes its terminal
+            await self._settle(run_id, "failed", error="the run's stream ended",
+                               error_detail={"code": "STREAM_ERROR"}, recoverable=True)
+            return
         status, fields, problem = settlement(result, error, expose_errors=self.expose_errors)
         if error is not None:
             logger.warning("run %s: the agent failed", run_id, exc_info=error)
         elif problem is not None:
             logger.warning("run %s: %s", run_id, problem)
         await self._settle(run_id, status, **fields)
-
-    async def _settle(self, run_id: str, status: RunStatus, *, lost_only: bool = False,
-                      write_terminal: bool = True, **fields: Any) -> RunRecord | None:
-        """Move the run out of ``running`` (compare-and-set) and, having won, write the stream's
-        terminal. Only this worker's runs, or (``lost_only``) a run whose lease expired. Returns
-        None when the run had already left ``running`` (someone else won)."""
-        try:
-            head = (await self.log.info(run_id)).head
-        except StreamwireError:
-            head = 0
-        while True:
-            record = await self.store.get(run_id)
-            if record is None or record.status != "running":
-                return None
-            if not (lease_expired(record, time.time()) if lost_only
-                    else record.owner == self.worker_id):
-                return None
-            if status == "failed":
-                fields.setdefault("recoverable", False)
-            new = settled(record, status, now=time.time(), head=head, **fields)
-            if await self.store.swap(new):
-                break
-        if write_terminal:
-            await self._write_terminal(new)
-        return new
-
-    async def _write_terminal(self, record: RunRecord) -> None:
-        try:
-            if record.status == "failed":
-                await self.log.fail_stream(record.stream_id, record.error or "the run failed",
-                                           error_detail=record.error_detail,
-                                           recoverable=bool(record.recoverable))
-            elif record.status != "running":
-                await self.log.end_stream(record.stream_id, record.status, output=record.output,
-                                          state=record.state, usage=record.usage)
-        except StreamwireError as exc:  # the log already ended it (e.g. its writer was declared gone)
-            logger.info("run %s: the stream already had its terminal (%s)", record.run_id, exc)
-
-    # -- the keeper: leases, stop flags, the sweeper ----------------------------------------------
-
-    async def _keeper(self) -> None:
-        # Sweeps for lost runs come every quarter lease (at most every 5 s): a dead worker's runs
-        # end within lease_time plus that, and an idle process reads the store only that often.
-        sweep_every = max(1, round(min(self.lease_time / 4, 5.0) / self.poll_interval))
-        for tick in itertools.count(1):
-            await anyio.sleep(self.poll_interval)
-            try:
-                if self._local:
-                    await self._tend()
-                if tick % sweep_every == 0:
-                    await self._sweep()
-            except StreamwireError as exc:
-                logger.warning("runs keeper: %s", exc)
-            except Exception:  # a bug must not stop the leases of every run with it
-                logger.exception("runs keeper failed; it goes on")
-
-    async def _tend(self) -> None:
-        now = time.time()
-        for run_id, local in list(self._local.items()):
-            record = await self.store.get(run_id)
-            if record is None or record.status != "running" or record.owner != self.worker_id:
-                local.cancel("lost")
-            elif record.stop_requested:
-                local.cancel("stop")
-            elif record.lease_expires_at - now < self.lease_time * 2 / 3:
-                await self.store.swap(renewed(record, now=now, lease=self.lease_time))
-
-    async def _sweep(self) -> None:
-        now = time.time()
-        if self.record_ttl:
-            await self.store.expire(now - self.record_ttl)
-        for run_id in await self.store.running():
-            if run_id in self._local:
-                continue
-            record = await self.store.get(run_id)
-            if record is not None and lease_expired(record, now):
-                logger.warning("run %s: its worker %s lost its lease", run_id, record.owner)
-                await self._settle(run_id, "failed", lost_only=True,
-                                   error="the worker running the agent was lost",
-                                   error_detail={"code": "WORKER_LOST"}, recoverable=True)
-
-
-def _cancelled_for_real(exc: BaseException, scope: anyio.CancelScope) -> bool:
-    """Whether ``exc`` ends the agent because the run (``scope``) or something around it was
-    cancelled, not because the agent raised a cancellation of its own accord: a cancelled scope
-    makes the effective deadline -inf (asyncio and trio alike)."""
-    if scope.cancel_called:
-        return True  # whatever it raised on its way out, the run was stopped or shut down
-    cancelled = anyio.get_cancelled_exc_class()
-    ours = isinstance(exc, cancelled) or (
-        isinstance(exc, BaseExceptionGroup)
-        and cast("BaseExceptionGroup[BaseException]", exc).split(cancelled)[1] is None)
-    return ours and anyio.current_effective_deadline() == -math.inf
