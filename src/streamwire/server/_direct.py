@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Final, final
 
 import anyio
-from starlette.responses import Response
+from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ..errors import UsageError
@@ -157,7 +157,7 @@ class ASGIWritable:
 Producer = Callable[[SSEWritable, AbortSignal], Awaitable[None]]
 
 
-class SSEResponse(Response):
+class SSEResponse(StreamingResponse):
     """An ASGI response (return it from a Starlette or FastAPI route) that sends ``SSE_HEADERS``
     and streams what ``produce(writable, signal)`` writes (``create_sse_writable`` in the TRD)::
 
@@ -205,6 +205,8 @@ class SSEResponse(Response):
         if heartbeat is not None and not heartbeat > 0:
             raise ValueError(f"heartbeat must be > 0 seconds, or None to turn it off; "
                              f"got {heartbeat!r}")
+        # Starlette's public constructor builds the headers; the body is ours (``__call__``).
+        super().__init__(_NO_BODY, status_code, {**SSE_HEADERS, **(headers or {})})
         self._produce = produce
         self._timeout = timeout
         self._heartbeat = heartbeat
@@ -214,9 +216,6 @@ class SSEResponse(Response):
         self._used = False
         self.signal = self._controller.signal
         self.writable: ASGIWritable | None = None
-        self.status_code = status_code
-        self.background = None
-        self.init_headers({**SSE_HEADERS, **(headers or {})})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._used:
@@ -227,7 +226,7 @@ class SSEResponse(Response):
         failure: Exception | None = None
         try:
             await send({"type": "http.response.start", "status": self.status_code,
-                        "headers": self.raw_headers})
+                        "headers": self.headers.raw})
         except OSError:
             # The client left before the response started: nothing to stream, nobody to tell.
             writable.disconnected = True
@@ -274,6 +273,19 @@ class SSEResponse(Response):
         if not writable.ended:
             self._controller.abort("timeout")
             producer.cancel()
+
+
+class _NoBody:
+    """The body iterator Starlette's constructor wants; never read (``SSEResponse.__call__``)."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        raise StopAsyncIteration
+
+
+_NO_BODY: Final = _NoBody()
 
 
 async def _heartbeats(seconds: float, writable: ASGIWritable) -> None:

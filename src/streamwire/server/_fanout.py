@@ -24,7 +24,7 @@ one of whose writes stalls ``send_timeout``, is evicted like a solo connection: 
 terminal, and the reader re-attaches from its cursor.
 
 Only where the connection's transport can be seen (uvicorn's ``send``, unwrapped, on asyncio:
-``_reset.resettable_transport``) and the log's ``read`` takes ``position=``; anywhere else each
+``_compat.uvicorn.resettable_transport``) and the log's ``read`` takes ``position=``; anywhere else each
 connection keeps its own reader.
 """
 
@@ -38,10 +38,10 @@ import time
 from collections import deque
 from typing import Any, Final, final
 
+from .._compat.uvicorn import Transport, reset_connection, resettable_transport
 from ..frames import ChunkFrame, StreamFrame, encode_stream_frame, transport_drop_frame
 from ..log import StreamLog
 from ..log._reader import ReadPosition, in_step
-from ._reset import Transport, reset_connection, resettable_transport
 from ._sse import (
     CLOSE_TIMEOUT,
     HEARTBEAT,

@@ -21,7 +21,7 @@ the terminal").
 
 An evicted consumer is not sent a closing write: its window is full, and a close that waits for
 the buffer to drain would keep its socket and buffered bytes for as long as it stays. The
-connection is reset instead (``_reset``), and so is any connection whose closing write does not
+connection is reset instead (``_compat.uvicorn``), and so is any connection whose closing write does not
 finish within ``CLOSE_TIMEOUT``; ``serve_frames`` returns only once the socket is gone, so the
 caps count a connection exactly as long as it holds a socket.
 """
@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias
 import anyio
 import anyio.lowlevel
 
+from .._compat.uvicorn import reset_connection
 from ..errors import LogError, StreamwireError
 from ..frames import (
     ChunkFrame,
@@ -48,7 +49,6 @@ from ..frames import (
     transport_drop_frame,
 )
 from ..log._reader import ReadPosition
-from ._reset import reset_connection
 
 if TYPE_CHECKING:
     import asyncio
