@@ -69,11 +69,13 @@ from ._defaults import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_STREAM,
     DEFAULT_MAX_STREAM_ID_LENGTH,
+    DEFAULT_RETRY_AFTER,
     DEFAULT_SEND_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE_PERIOD,
 )
 from ._direct import ASGIWritable, Producer, SSEResponse, create_sse_writable
 from ._running import DrainingServer, uvicorn_server
+from ._settings import ServerSettings
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
@@ -83,6 +85,7 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_CONNECTIONS_PER_STREAM",
     "DEFAULT_MAX_STREAM_ID_LENGTH",
+    "DEFAULT_RETRY_AFTER",
     "DEFAULT_SEND_TIMEOUT",
     "DEFAULT_SHUTDOWN_GRACE_PERIOD",
     "ASGIWritable",
@@ -91,6 +94,7 @@ __all__ = [
     "DrainingServer",
     "Producer",
     "SSEResponse",
+    "ServerSettings",
     "ServerStatistics",
     "StreamApp",
     "bearer_token",

@@ -17,6 +17,7 @@ from ._defaults import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_STREAM,
     DEFAULT_MAX_STREAM_ID_LENGTH,
+    DEFAULT_RETRY_AFTER,
     DEFAULT_SEND_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE_PERIOD,
 )
@@ -42,7 +43,7 @@ def create_app(
     max_batch_chunks: int = DEFAULT_MAX_BATCH_CHUNKS,
     max_stream_id_length: int = DEFAULT_MAX_STREAM_ID_LENGTH,
     shutdown_grace_period: float = DEFAULT_SHUTDOWN_GRACE_PERIOD,
-    retry_after: int = 1,
+    retry_after: int = DEFAULT_RETRY_AFTER,
     retry: int | None = None,
     drain_on_signal: bool = True,
     agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
