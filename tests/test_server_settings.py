@@ -88,6 +88,15 @@ def test_create_app_has_every_setting_as_a_keyword_with_the_same_default() -> No
             ServerSettings(), name), name
 
 
+def test_create_app_builds_the_settings_it_was_given() -> None:
+    from streamwire.log.memory import MemoryLog
+
+    app = create_app(MemoryLog(), allow_anonymous_writes=True, max_connections=7,
+                     cors_origins=["https://a.example"], retry=2500, heartbeat_interval=None)
+    assert app.settings == ServerSettings(max_connections=7, cors_origins=("https://a.example",),
+                                          retry=2500, heartbeat_interval=None)
+
+
 def test_flags_are_read_back_into_settings() -> None:
     args = parser().parse_args([
         "--heartbeat", "0", "--send-timeout", "2.5", "--max-connections", "20000",

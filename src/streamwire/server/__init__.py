@@ -58,7 +58,7 @@ keep up leaves up to ``max_backlog_bytes`` untaken before it is evicted, as one 
 from __future__ import annotations
 
 from .._public import publish
-from ._app import ServerStatistics, StreamApp
+from ._app import StreamApp
 from ._auth import Access, Authorize, bearer_token
 from ._create import create_app
 from ._defaults import (
@@ -74,6 +74,7 @@ from ._defaults import (
     DEFAULT_SHUTDOWN_GRACE_PERIOD,
 )
 from ._direct import ASGIWritable, Producer, SSEResponse, create_sse_writable
+from ._engine import Engine, ServerStatistics
 from ._running import DrainingServer, uvicorn_server
 from ._settings import ServerSettings
 
@@ -92,6 +93,7 @@ __all__ = [
     "Access",
     "Authorize",
     "DrainingServer",
+    "Engine",
     "Producer",
     "SSEResponse",
     "ServerSettings",
