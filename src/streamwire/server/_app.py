@@ -23,30 +23,19 @@ from ..log._reader import ReadPosition
 from ..runs import Agent, Runs
 from ._asgi import Receive, Scope, Send
 from ._auth import Authorize, write_protection
-from ._chat import chat_openapi_paths, chat_routes
-from ._context import RouteContext
+from ._chat import ChatAPI, chat_openapi_paths
+from ._context import RawRoute, RouteContext, StreamHandler
 from ._engine import WAITING, Engine, ServerStatistics
 from ._fanout import Fanout, log_shares_readers
 from ._http import Refusal, WriteAPI, encode_json, parse_cursor
 from ._metrics import exposition
 from ._openapi import include_openapi, openapi_document, routing_error
 from ._routes import JSONRoutes
-from ._runs import runs_openapi_paths, runs_routes
+from ._runs import RunsAPI, runs_openapi_paths
 from ._settings import ServerSettings
 from ._sse import SSE_RESPONSE_HEADERS, StreamSource
 
 __all__ = ["StreamApp"]
-
-
-class _SSERoute:
-    """The router's entry to the SSE route (``HEAD`` and anything the fast path in
-    ``StreamApp.__call__`` does not take); a plain ASGI app, so Starlette passes it the scope."""
-
-    def __init__(self, app: StreamApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.app.serve_sse(scope, receive, send, scope["path_params"]["stream_id"])
 
 
 class StreamApp(Starlette):
@@ -78,8 +67,6 @@ class StreamApp(Starlette):
             log, settings, self.engine,
             write_protection(authorize, token, allow_anonymous_writes))
         self._preamble = b"retry: %d\n\n" % settings.retry if settings.retry is not None else b""
-        self._cors_any = "*" in settings.cors_origins
-        self._cors = frozenset(settings.cors_origins)
         #: The runs API's service (``create_app(agents=...)``), else None.
         self.runs = (agents if isinstance(agents, Runs) or agents is None
                      else Runs(log, agents, expose_errors=settings.expose_errors))
@@ -99,7 +86,8 @@ class StreamApp(Starlette):
             Route("/streams", json_routes.list_streams, methods=["GET"]),
             Route("/streams/{stream_id}", w(api.create, "write"), methods=["PUT"]),
             Route("/streams/{stream_id}/info", w(api.info, "read"), methods=["GET"]),
-            Route("/streams/{stream_id}/sse", _SSERoute(self), methods=["GET"]),
+            Route("/streams/{stream_id}/sse", RawRoute(self.serve_sse, "stream_id"),
+                  methods=["GET"]),
             Route("/streams/{stream_id}/chunks", w(api.chunks, "write"), methods=["POST"]),
             Route("/streams/{stream_id}/end", w(api.end, "write"), methods=["POST"]),
             Route("/streams/{stream_id}/fail", w(api.fail, "write"), methods=["POST"]),
@@ -112,10 +100,19 @@ class StreamApp(Starlette):
             Route("/docs", json_routes.docs, methods=["GET"]),
             Route("/metrics", json_routes.metrics, methods=["GET"]),
         ]
+        #: the streaming routes ``__call__`` serves itself: (method, prefix, suffix, handler);
+        #: a prefix ending in "/" takes an id up to the suffix, another is the whole path
+        self._streaming: list[tuple[str, str, str, StreamHandler]] = [
+            ("GET", "/streams/", "/sse", self.serve_sse)]
         if self.runs is not None:
-            routes += runs_routes(self.runs, ctx, self.serve_sse)
+            runs_api = RunsAPI(self.runs, ctx, self.serve_sse)
+            routes += runs_api.routes()
+            self._streaming.append(("GET", "/runs/", "/sse", runs_api.sse))
             if chat_agent is not None:
-                routes += chat_routes(self.runs, chat_agent, ctx)
+                chat_api = ChatAPI(self.runs, chat_agent, ctx)
+                routes += chat_api.routes()
+                self._streaming += [("POST", "/api/chat", "", chat_api.post),
+                                    ("GET", "/api/chat/", "/stream", chat_api.resume)]
         middleware: list[Middleware] = []
         if settings.cors_origins:
             middleware.append(Middleware(
@@ -170,28 +167,38 @@ class StreamApp(Starlette):
         """Connection counters."""
         return self.engine.statistics()
 
-    # ---- the SSE route (raw ASGI) ----------------------------------------------------------
+    # ---- the streaming routes (raw ASGI) -------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # The SSE route skips Starlette's middleware stack: each layer of it wraps ``send``, a
-        # cost paid on every event. The route is also registered, for ``url_path_for``.
-        if scope["type"] == "http" and scope["method"] == "GET":
+        # The streaming routes skip Starlette's middleware stack: each layer of it wraps
+        # ``send``, a cost paid on every event, and the server's own ``send`` is what the engine
+        # resets an evicted reader through (and fan-out writes through). They are also
+        # registered, for ``url_path_for``, ``HEAD`` and anything this does not take.
+        if scope["type"] == "http":
+            method: str = scope["method"]
             path: str = scope["path"]
             root: str = scope.get("root_path", "")
             if root and path.startswith(root) and path[len(root):len(root) + 1] == "/":
                 path = path[len(root):]
-            if path.startswith("/streams/") and path.endswith("/sse"):
-                stream_id = path[9:-4]
-                if stream_id and "/" not in stream_id:
-                    await self.serve_sse(scope, receive, send, stream_id)
-                    return
+            for wanted, prefix, suffix, handler in self._streaming:
+                if method != wanted or not path.startswith(prefix):
+                    continue
+                if not suffix:
+                    if path == prefix:
+                        await handler(scope, receive, send, "")
+                        return
+                elif path.endswith(suffix) and len(path) > len(prefix) + len(suffix):
+                    ident = path[len(prefix):-len(suffix)]
+                    if "/" not in ident:
+                        await handler(scope, receive, send, ident)
+                        return
         await super().__call__(scope, receive, send)
 
     async def serve_sse(self, scope: Scope, receive: Receive, send: Send, stream_id: str) -> None:
         """The ``GET /streams/{id}/sse`` handler as raw ASGI (``HEAD``: the headers only)."""
         request = Request(scope, receive)
-        cors = self._cors_headers(request)
         ctx, engine = self._ctx, self.engine
+        cors = ctx.cors_headers(request)
         conn = None
         try:
             ctx.check_id(scope, stream_id)
@@ -233,14 +240,6 @@ class StreamApp(Starlette):
         await engine.serve(conn, source, send, receive, headers=SSE_RESPONSE_HEADERS + cors,
                            first=self._preamble + (WAITING if waiting else b""),
                            heartbeat=self.settings.heartbeat_interval)
-
-    def _cors_headers(self, request: Request) -> list[tuple[bytes, bytes]]:
-        origin = request.headers.get("origin")
-        if origin is None or not (self._cors_any or origin in self._cors):
-            return []
-        if self._cors_any:
-            return [(b"access-control-allow-origin", b"*")]
-        return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
 
     # ---- OpenAPI and metrics ------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ after ``send_timeout`` when its client stops reading, and a server shutting down
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import anyio.abc
@@ -41,12 +41,12 @@ from ..frames import ChunkFrame, StreamFrame
 from ..log import StreamLog
 from ..runs import Runs
 from ._asgi import Receive, Scope, Send
-from ._context import RouteContext
+from ._context import RawRoute, RouteContext
 from ._engine import Connection
 from ._http import Refusal, encode_json, read_body
 from ._wire import failure_frame
 
-__all__ = ["chat_openapi_paths", "chat_routes"]
+__all__ = ["ChatAPI", "chat_openapi_paths"]
 
 _HEADERS: Final = [(k.encode(), v.encode()) for k, v in UI_MESSAGE_STREAM_HEADERS.items()]
 _decode_pointer: Final = msgspec.json.Decoder(dict[str, str]).decode
@@ -89,16 +89,30 @@ class ChatIndex:
             await self.log.append(stream, 0, chunk)
 
 
-class _ChatAPI:
+class ChatAPI:
+    """The ``/api/chat`` routes answering with ``agent``'s runs."""
+
     def __init__(self, runs: Runs, agent: str, ctx: RouteContext) -> None:
         self.runs = runs
         self.agent = agent
         self.index = ChatIndex(runs.log)
         self.ctx = ctx
         self.max_body = ctx.settings.max_body_size
+        if agent not in runs.agents:
+            raise UsageError(f"chat_agent={agent!r} is not one of the served agents "
+                             f"({', '.join(sorted(runs.agents)) or 'none'})")
 
-    async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def routes(self) -> list[Route]:
+        return [
+            Route("/api/chat", RawRoute(self.post), methods=["POST"]),
+            Route("/api/chat/{chat_id}/stream", RawRoute(self.resume, "chat_id"),
+                  methods=["GET"]),
+            Route("/api/chat/{chat_id}/stop", self.stop, methods=["POST"]),
+        ]
+
+    async def post(self, scope: Scope, receive: Receive, send: Send, _: str = "") -> None:
         request = Request(scope, receive)
+        cors = self.ctx.cors_headers(request)
         conn: Connection | None = None
         try:
             chat = ChatRequest.parse(await read_body(request, self.max_body))
@@ -107,19 +121,20 @@ class _ChatAPI:
             conn = self.ctx.engine.admit(chat.run_id, scope)
             try:
                 record, created = await self.runs.start(self.agent, chat.input, chat.run_id)
-            except UsageError:
-                raise self.ctx.not_started() from None
+            except UsageError:  # the only one Runs.start raises: it is not running
+                raise self.ctx.not_running() from None
             if created or await self.index.latest(chat.chat_id) != record.run_id:
                 await self.index.point(chat.chat_id, record.run_id)
         except Exception as exc:
-            await self.ctx.refuse(send, self._mapped(exc), conn=conn)
+            await self.ctx.refuse(send, self._mapped(exc), conn=conn, headers=cors)
             return
-        await self._reply(conn, receive, send, record.stream_id, chat.message_id, None)
+        await self._reply(conn, receive, send, record.stream_id, chat.message_id, None, cors)
 
-    async def resume(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def resume(self, scope: Scope, receive: Receive, send: Send, chat_id: str) -> None:
         request = Request(scope, receive)
+        cors = self.ctx.cors_headers(request)
         try:
-            chat_id = self._chat_id(request)
+            chat_id = self._chat_id(chat_id)
             await self.ctx.check_access(request, chat_id, "read")
             header = request.headers.get("last-event-id")
             after = None
@@ -129,18 +144,19 @@ class _ChatAPI:
             run_id = await self.index.latest(chat_id)
             record = await self.runs.get(run_id) if run_id is not None else None
             if record is None or (after is None and record.status != "running"):
-                await Response(status_code=204)(scope, receive, send)
+                await send({"type": "http.response.start", "status": 204, "headers": cors})
+                await send({"type": "http.response.body", "body": b""})
                 return
             conn = self.ctx.engine.admit(record.stream_id, scope)
         except Exception as exc:
-            await self.ctx.refuse(send, self._mapped(exc))
+            await self.ctx.refuse(send, self._mapped(exc), headers=cors)
             return
         await self._reply(conn, receive, send, record.stream_id,
-                          assistant_message_id(record.run_id), after)
+                          assistant_message_id(record.run_id), after, cors)
 
     async def stop(self, request: Request) -> Response:
         try:
-            chat_id = self._chat_id(request)
+            chat_id = self._chat_id(request.path_params["chat_id"])
             await self.ctx.check_access(request, chat_id, "write")
             body = await read_body(request, self.max_body)
             wanted = msgspec.json.decode(body, type=dict[str, str]).get("runId") if body else None
@@ -158,9 +174,9 @@ class _ChatAPI:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _chat_id(self, request: Request) -> str:
+    def _chat_id(self, chat_id: str) -> str:
         try:
-            return check_chat_id(request.path_params["chat_id"])
+            return check_chat_id(chat_id)
         except ValueError as exc:
             raise Refusal(400, str(exc)) from None
 
@@ -172,11 +188,12 @@ class _ChatAPI:
         return exc
 
     async def _reply(self, conn: Connection, receive: Receive, send: Send, stream_id: str,
-                     message_id: str, after: str | None) -> None:
+                     message_id: str, after: str | None,
+                     cors: list[tuple[bytes, bytes]]) -> None:
         encoder = UIMessageStreamEncoder(message_id, after=after)
         frames = self.runs.log.read(stream_id, 0)  # from 0: the encoder rebuilds its state
         source = _ReplySource(frames, encoder, self.ctx.settings.expose_errors)
-        await self.ctx.engine.serve(conn, source, send, receive, headers=_HEADERS,
+        await self.ctx.engine.serve(conn, source, send, receive, headers=_HEADERS + cors,
                                     heartbeat=self.ctx.settings.heartbeat_interval)
 
 
@@ -232,29 +249,6 @@ async def _aclose(frames: AsyncIterator[StreamFrame]) -> None:
     aclose = getattr(frames, "aclose", None)  # a log reader is an async generator
     if aclose is not None:
         await aclose()
-
-
-def chat_routes(runs: Runs, agent: str, ctx: RouteContext) -> list[Route]:
-    """The ``/api/chat`` routes answering with ``agent``'s runs."""
-    if agent not in runs.agents:
-        raise UsageError(f"chat_agent={agent!r} is not one of the served agents "
-                         f"({', '.join(sorted(runs.agents)) or 'none'})")
-    api = _ChatAPI(runs, agent, ctx)
-    return [
-        Route("/api/chat", _Raw(api.post), methods=["POST"]),
-        Route("/api/chat/{chat_id}/stream", _Raw(api.resume), methods=["GET"]),
-        Route("/api/chat/{chat_id}/stop", api.stop, methods=["POST"]),
-    ]
-
-
-class _Raw:
-    """A raw ASGI endpoint for the router (Starlette passes a plain ASGI class the scope)."""
-
-    def __init__(self, handler: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
-        self.handler = handler
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.handler(scope, receive, send)
 
 
 def chat_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:

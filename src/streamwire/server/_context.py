@@ -8,23 +8,27 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Final
+from typing import Final, TypeAlias
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from ..log import StreamLog
-from ._asgi import Scope, Send
+from ._asgi import Receive, Scope, Send
 from ._auth import Access, Authorize
 from ._engine import Connection, Engine
 from ._http import Refusal, check_stream_id, refusal_for, send_error
 from ._settings import ServerSettings
 
-__all__ = ["Endpoint", "RouteContext"]
+__all__ = ["Endpoint", "RawRoute", "RouteContext", "StreamHandler"]
 
 logger = logging.getLogger("streamwire.server")
 
-Endpoint = Callable[[Request], Awaitable[Response]]
+Endpoint: TypeAlias = Callable[[Request], Awaitable[Response]]
+#: A streaming route as raw ASGI, with the id its path names ("" for none): the app calls it
+#: straight from ``StreamApp.__call__`` (no middleware wraps ``send``), the router through
+#: ``RawRoute``.
+StreamHandler: TypeAlias = Callable[[Scope, Receive, Send, str], Awaitable[None]]
 
 #: What a runs or chat request of an app whose agents were never started is told (and the log).
 NOT_STARTED: Final = (
@@ -36,7 +40,8 @@ NOT_STARTED: Final = (
 class RouteContext:
     """The narrow view of a ``StreamApp`` its routes work with."""
 
-    __slots__ = ("_authorize", "_told", "engine", "lifespan_active", "log", "settings")
+    __slots__ = ("_authorize", "_cors", "_cors_any", "_told", "engine", "lifespan_active", "log",
+                 "settings")
 
     def __init__(self, log: StreamLog, settings: ServerSettings, engine: Engine,
                  authorize: Authorize | None) -> None:
@@ -47,12 +52,23 @@ class RouteContext:
         #: the app's lifespan runs (its agents with it)
         self.lifespan_active = False
         self._told = False
+        self._cors_any = "*" in settings.cors_origins
+        self._cors = frozenset(settings.cors_origins)
 
     # ---- checks ----------------------------------------------------------------------------------
 
     def check_id(self, scope: Scope, stream_id: str) -> None:
         """Refuse (400) a stream id that is too long or not printable UTF-8 text."""
         check_stream_id(stream_id, self.settings.max_stream_id_length, scope.get("raw_path"))
+
+    def cors_headers(self, request: Request) -> list[tuple[bytes, bytes]]:
+        """The CORS headers of a streaming answer (its route skips the CORS middleware)."""
+        origin = request.headers.get("origin")
+        if origin is None or not (self._cors_any or origin in self._cors):
+            return []
+        if self._cors_any:
+            return [(b"access-control-allow-origin", b"*")]
+        return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
 
     async def check_access(self, request: Request, stream_id: str, access: Access) -> None:
         """Run the authorization hook (it refuses by raising ``HTTPException``)."""
@@ -61,9 +77,12 @@ class RouteContext:
             if inspect.isawaitable(result):
                 await result
 
-    def not_started(self) -> Refusal:
-        """The answer of a runs or chat request when the app's agents were never started (an
-        error in the server's log once: it is the operator's to fix, not the client's)."""
+    def not_running(self) -> Refusal:
+        """The answer of a runs or chat request that needs the agents when they do not run
+        (``Runs`` refuses with ``UsageError``): the app is shutting down, or its lifespan never
+        started (an error in the server's log once: the operator's to fix, not the client's)."""
+        if self.lifespan_active:
+            return Refusal(503, "the server is shutting down; start the run elsewhere")
         if not self._told:
             self._told = True
             logger.error("%s", NOT_STARTED)
@@ -101,3 +120,16 @@ class RouteContext:
 
         endpoint.__name__ = handler.__name__
         return endpoint
+
+
+class RawRoute:
+    """A ``StreamHandler`` as the router's endpoint (Starlette passes a plain ASGI class the scope);
+    ``param`` names the path parameter it gets."""
+
+    def __init__(self, handler: StreamHandler, param: str = "") -> None:
+        self.handler = handler
+        self.param = param
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.handler(scope, receive, send,
+                           scope["path_params"][self.param] if self.param else "")

@@ -20,7 +20,6 @@ gets the run id (a run's stream has the run's id).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import msgspec
@@ -33,12 +32,10 @@ from ..runs import Runs
 from ..runs._record import RunRecord
 from ._asgi import Receive, Scope, Send
 from ._auth import Access
-from ._context import RouteContext
+from ._context import RawRoute, RouteContext, StreamHandler
 from ._http import Refusal, encode_json, read_body
 
-__all__ = ["runs_openapi_paths", "runs_routes"]
-
-ServeSSE = Callable[[Scope, Receive, Send, str], Awaitable[None]]
+__all__ = ["RunsAPI", "runs_openapi_paths"]
 
 #: Characters of a run id: it is a URL path segment and a key in every backend.
 _ID_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~:")
@@ -70,8 +67,10 @@ def _created(record: RunRecord, status: int, **extra: object) -> Response:
                     media_type="application/json")
 
 
-class _RunsAPI:
-    def __init__(self, runs: Runs, ctx: RouteContext, serve_sse: ServeSSE) -> None:
+class RunsAPI:
+    """The runs API's routes over ``runs`` (``serve_sse``: the app's stream route)."""
+
+    def __init__(self, runs: Runs, ctx: RouteContext, serve_sse: StreamHandler) -> None:
         self.runs = runs
         self.ctx = ctx
         self.serve_sse = serve_sse
@@ -85,10 +84,31 @@ class _RunsAPI:
                                f"{run_id[:40]!r}")
         return run_id
 
-    async def run_id(self, request: Request, access: Access) -> str:
-        run_id = self.check_id(request.path_params["run_id"])
+    def routes(self) -> list[Route]:
+        ctx = self.ctx
+        return [
+            Route("/runs", ctx.route(self.start), methods=["POST"]),
+            Route("/runs/{run_id}/resume", ctx.route(self.resume), methods=["POST"]),
+            Route("/runs/{run_id}/stop", ctx.route(self.stop), methods=["POST"]),
+            Route("/runs/{run_id}/status", ctx.route(self.status), methods=["GET"]),
+            Route("/runs/{run_id}/sse", RawRoute(self.sse, "run_id"), methods=["GET"]),
+        ]
+
+    async def run_id(self, request: Request, access: Access, run_id: str | None = None) -> str:
+        run_id = self.check_id(request.path_params["run_id"] if run_id is None else run_id)
         await self.ctx.check_access(request, run_id, access)
         return run_id
+
+    async def sse(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
+        """``GET /runs/{id}/sse``: the stream route itself, once the run is known."""
+        request = Request(scope, receive)
+        try:
+            run_id = await self.run_id(request, "read", run_id)
+            record = await self.runs.get(run_id)
+        except Exception as exc:
+            await self.ctx.refuse(send, exc, headers=self.ctx.cors_headers(request))
+            return
+        await self.serve_sse(scope, receive, send, record.stream_id)
 
     async def start(self, request: Request) -> Response:
         body = _start_decoder.decode(await read_body(request, self.max_body))
@@ -99,15 +119,9 @@ class _RunsAPI:
         await self.ctx.check_access(request, run_id, "write")
         try:
             record, created = await self.runs.start(body.agent, body.input, run_id)
-        except UsageError:
-            raise self._not_started() from None
+        except UsageError:  # the only one Runs.start raises: it is not running
+            raise self.ctx.not_running() from None
         return _created(record, 201 if created else 200)
-
-    def _not_started(self) -> Exception:
-        """``Runs`` refuses with ``UsageError`` only when it is not running (a start-up error)."""
-        if self.ctx.lifespan_active:
-            return Refusal(503, "the server is shutting down; start the run elsewhere")
-        return self.ctx.not_started()
 
     async def resume(self, request: Request) -> Response:
         run_id = await self.run_id(request, "write")
@@ -116,7 +130,7 @@ class _RunsAPI:
         try:
             record, resumed = await self.runs.resume(run_id, body.input, body.resume_id)
         except UsageError:
-            raise self._not_started() from None
+            raise self.ctx.not_running() from None
         return _created(record, 200, resumed=resumed)
 
     async def stop(self, request: Request) -> Response:
@@ -131,37 +145,8 @@ class _RunsAPI:
                         media_type="application/json")
 
 
-class _RunSSE:
-    """``GET /runs/{id}/sse``: the stream endpoint itself, once the run is known (raw ASGI)."""
-
-    def __init__(self, api: _RunsAPI) -> None:
-        self.api = api
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        try:
-            run_id = await self.api.run_id(request, "read")
-            record = await self.api.runs.get(run_id)
-        except Exception as exc:
-            await self.api.ctx.refuse(send, exc)
-            return
-        await self.api.serve_sse(scope, receive, send, record.stream_id)
-
-
 def _new_id() -> str:
     return uuid.uuid4().hex
-
-
-def runs_routes(runs: Runs, ctx: RouteContext, serve_sse: ServeSSE) -> list[Route]:
-    """The runs API's routes over ``runs`` (``serve_sse``: the app's stream route)."""
-    api = _RunsAPI(runs, ctx, serve_sse)
-    return [
-        Route("/runs", ctx.route(api.start), methods=["POST"]),
-        Route("/runs/{run_id}/resume", ctx.route(api.resume), methods=["POST"]),
-        Route("/runs/{run_id}/stop", ctx.route(api.stop), methods=["POST"]),
-        Route("/runs/{run_id}/status", ctx.route(api.status), methods=["GET"]),
-        Route("/runs/{run_id}/sse", _RunSSE(api), methods=["GET"]),
-    ]
 
 
 def runs_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
