@@ -161,3 +161,20 @@ def test_settings_are_frozen_and_origins_a_tuple() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.max_connections = 3  # type: ignore[misc]
     assert dataclasses.replace(settings, retry=100).retry == 100
+
+
+def test_the_flags_are_built_without_the_web_stack() -> None:
+    """``streamwire serve``'s parser is built with ``add_arguments`` for every command (``--help``,
+    ``--version``): that loads none of starlette, anyio, uvicorn or httpx."""
+    import subprocess
+    import sys
+
+    code = ("import argparse, sys\n"
+            "from streamwire.server._settings import add_arguments, settings_from_args\n"
+            "p = argparse.ArgumentParser(); add_arguments(p)\n"
+            "settings_from_args(p.parse_args(['--max-connections', '5']))\n"
+            "print(' '.join(m for m in ('starlette', 'anyio', 'uvicorn', 'httpx') "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == ""

@@ -57,10 +57,10 @@ keep up leaves up to ``max_backlog_bytes`` untaken before it is evicted, as one 
 
 from __future__ import annotations
 
+import importlib as _importlib
+from typing import TYPE_CHECKING, Any, Final
+
 from .._public import publish
-from ._app import StreamApp
-from ._auth import Access, Authorize, bearer_token
-from ._create import create_app
 from ._defaults import (
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MAX_BACKLOG_BYTES,
@@ -73,10 +73,26 @@ from ._defaults import (
     DEFAULT_SEND_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE_PERIOD,
 )
-from ._direct import ASGIWritable, Producer, SSEResponse, create_sse_writable
-from ._engine import Engine, ServerStatistics
-from ._running import DrainingServer, uvicorn_server
 from ._settings import ServerSettings
+
+if TYPE_CHECKING:
+    from ._app import StreamApp
+    from ._auth import Access, Authorize, bearer_token
+    from ._create import create_app
+    from ._direct import ASGIWritable, Producer, SSEResponse, create_sse_writable
+    from ._engine import Engine, ServerStatistics
+    from ._running import DrainingServer, uvicorn_server
+
+#: Names imported on first use, and the module each comes from: they load starlette, anyio and
+#: uvicorn, which ``ServerSettings`` and the defaults do not (``streamwire serve``'s parser is built
+#: from them without the web stack).
+_LAZY: Final = {
+    "ASGIWritable": "_direct", "Access": "_auth", "Authorize": "_auth",
+    "DrainingServer": "_running", "Engine": "_engine", "Producer": "_direct",
+    "SSEResponse": "_direct", "ServerStatistics": "_engine", "StreamApp": "_app",
+    "bearer_token": "_auth", "create_app": "_create", "create_sse_writable": "_direct",
+    "uvicorn_server": "_running",
+}
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
@@ -105,4 +121,19 @@ __all__ = [
     "uvicorn_server",
 ]
 
-publish(globals(), __all__)
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
+    publish({"__name__": __name__, name: value}, [name])
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+publish(globals(), [name for name in __all__ if name not in _LAZY])
