@@ -261,16 +261,21 @@ class Engine:
                     conn.peer)
         if self.settings.drain_on_signal:
             self.chain_signals()
+        running = False
         try:
             await send({"type": "http.response.start", "status": status, "headers": headers})
             if first:
                 await conn.write(first)
+            running = True
             await self._run(conn, source, receive, heartbeat)
         except OSError:
             conn.outcome = "disconnect"
             if conn.on_stop is not None:
                 conn.on_stop(conn)
         finally:
+            if not running:  # the client left before the source ran: release what it holds
+                with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                    await source.aclose()
             self.release(conn)
 
     async def _run(self, conn: Connection, source: Source, receive: Receive,
