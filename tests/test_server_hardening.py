@@ -33,11 +33,11 @@ from helpers.server import (
     serving,
     wait_for,
 )
+from streamwire._compat.uvicorn import resettable_transport
 from streamwire.cli import main
 from streamwire.frames import ChunkFrame, EndFrame
 from streamwire.log.memory import MemoryLog
 from streamwire.server import bearer_token
-from streamwire.server._reset import resettable_transport
 
 pytestmark = pytest.mark.anyio
 __all__ = ["backend", "private_redis"]  # fixtures, used by name
@@ -358,15 +358,19 @@ def test_server_modules_reach_into_no_private_attribute_of_another_library() -> 
     server = Path(streamwire.server.__file__).parent
     for path in server.glob("*.py"):
         text = path.read_text()
-        for private in ("_signal_handlers", "._callback", "._args", "._writer", "._transport"):
+        for private in ("_signal_handlers", "._callback", "._args", "._writer", "._transport",
+                        "__self__", "init_headers", "def handle_exit", "- at `"):
             assert private not in text, f"{path.name} reads {private}"
-    # the one reach-in that has no public route is the reset adapter's, and it names its version
-    assert "_UVICORN_TESTED" in (server / "_reset.py").read_text()
+    # the reach-ins that have no public route live in _compat, and name the versions they fit
+    compat = server.parent / "_compat"
+    assert "_UVICORN_TESTED" in (compat / "uvicorn.py").read_text()
+    assert "__self__" in (compat / "uvicorn.py").read_text()
+    assert "_SHAPE_HOLDS" in (compat / "msgspec.py").read_text()
 
 
 async def test_the_reset_adapter_fits_the_installed_uvicorn() -> None:
     """Fails loudly when a new uvicorn moves the transport the reset adapter uses (then check
-    ``streamwire.server._reset`` against it and widen ``_UVICORN_TESTED``)."""
+    ``streamwire._compat.uvicorn`` against it and widen ``_UVICORN_TESTED``)."""
     found: list[object] = []
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -394,7 +398,7 @@ async def test_the_reset_adapter_fits_the_installed_uvicorn() -> None:
     version = importlib.metadata.version("uvicorn")
     assert isinstance(found[0], asyncio.Transport), (
         f"uvicorn {version}: its ASGI send no longer leads to the connection's transport, or the "
-        "version is outside streamwire.server._reset._UVICORN_TESTED; evicted readers would keep "
+        "version is outside streamwire._compat.uvicorn._UVICORN_TESTED; evicted readers would keep "
         "their sockets")
 
 

@@ -17,15 +17,26 @@
     GET  /openapi.json              the OpenAPI document of the above
     GET  /docs                      the document in Swagger UI (assets from a CDN)
 
+Every option is a field of ``ServerSettings`` (``create_app``'s keywords build one; ``streamwire
+serve``'s flags are derived from it).
+
 Mount it in FastAPI with ``app.mount("/", create_app(log, token=...))`` (after the host's own
-routes); ``stream_app.include_openapi(app)`` adds the stream routes to the host's
-``/openapi.json`` and ``/docs``. A wrong method on a route is 405 with ``Allow``, an unknown path
-404, both as JSON errors.
+routes) and hand the host its lifespan, ``FastAPI(lifespan=stream_app.lifespan)`` (it runs the
+agents of ``agents=``; without it their routes answer 503 saying so);
+``stream_app.include_openapi(app)`` adds the stream routes to the host's ``/openapi.json`` and
+``/docs``. A wrong method on a route is 405 with ``Allow``, an unknown path 404, both as JSON
+errors.
+
+Connections: every streaming response -- a stream's, a run's, a chat reply, an ``SSEResponse``
+given ``engine=stream_app.engine`` -- is admitted and run by one engine (``_engine``): it counts
+against ``max_connections`` (503 past it) and ``max_connections_per_stream`` (429), gets heartbeat
+comments when quiet, is evicted (reset, no terminal: a reader re-attaches from its cursor) when one
+write stays blocked for ``send_timeout``, and is drained at shutdown.
 
 Errors are JSON ``{"error": "<what is wrong>", "status": N}``: 400 for bad JSON, a bad cursor or
 stream id; 422 for a body of the wrong shape (naming the field, what it must be, the valid values); 404 for an unknown stream; 409 when the stream's status
-forbids the write (naming the HTTP route that changes it); 413 past a size limit; 429 (per-stream cap) or 503 (global cap, draining) with
-``Retry-After``. The text of an unexpected exception never reaches the client unless
+forbids the write (naming the HTTP route that changes it); 413 past a size limit; 429 (per-stream cap); 503 (global cap, draining, the log
+failing) -- every 429 and 503 with ``Retry-After: <retry_after>``. The text of an unexpected exception never reaches the client unless
 ``expose_errors=True``; streamwire's own 4xx errors say what is wrong.
 
 Writes are never open by omission: ``create_app`` needs ``authorize=<hook>``, ``token=<bearer
@@ -39,7 +50,7 @@ to allow, and refuses by raising ``starlette.exceptions.HTTPException`` (FastAPI
 with 401, 403 or 404; its ``detail`` and ``headers`` (``WWW-Authenticate``, say) are sent.
 ``bearer_token(token)`` builds the one ``streamwire serve`` uses.
 
-Shutdown: ``StreamApp.drain()`` (run on lifespan shutdown) stops taking SSE connections and ends every
+Shutdown: ``StreamApp.drain()`` (run at the lifespan's end) stops taking SSE connections and ends every
 open one with ``fail{recoverable: true, errorDetail.code: SERVER_SHUTDOWN}``, so readers re-attach
 elsewhere. uvicorn and granian only send lifespan shutdown after every connection closed, so the
 app chains itself in front of their SIGINT / SIGTERM handlers (``drain_on_signal``): on lifespan
@@ -57,10 +68,10 @@ keep up leaves up to ``max_backlog_bytes`` untaken before it is evicted, as one 
 
 from __future__ import annotations
 
+import importlib as _importlib
+from typing import TYPE_CHECKING, Any, Final
+
 from .._public import publish
-from ._app import ServerStatistics, StreamApp
-from ._auth import Access, Authorize, bearer_token
-from ._create import create_app
 from ._defaults import (
     DEFAULT_HEARTBEAT_INTERVAL,
     DEFAULT_MAX_BACKLOG_BYTES,
@@ -69,11 +80,30 @@ from ._defaults import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_STREAM,
     DEFAULT_MAX_STREAM_ID_LENGTH,
+    DEFAULT_RETRY_AFTER,
     DEFAULT_SEND_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE_PERIOD,
 )
-from ._direct import ASGIWritable, Producer, SSEResponse, create_sse_writable
-from ._running import DrainingServer, uvicorn_server
+from ._settings import ServerSettings
+
+if TYPE_CHECKING:
+    from ._app import StreamApp
+    from ._auth import Access, Authorize, bearer_token
+    from ._create import create_app
+    from ._direct import ASGIWritable, Producer, SSEResponse, create_sse_writable
+    from ._engine import Engine, ServerStatistics
+    from ._running import DrainingServer, uvicorn_server
+
+#: Names imported on first use, and the module each comes from: they load starlette, anyio and
+#: uvicorn, which ``ServerSettings`` and the defaults do not (``streamwire serve``'s parser is built
+#: from them without the web stack).
+_LAZY: Final = {
+    "ASGIWritable": "_direct", "Access": "_auth", "Authorize": "_auth",
+    "DrainingServer": "_running", "Engine": "_engine", "Producer": "_direct",
+    "SSEResponse": "_direct", "ServerStatistics": "_engine", "StreamApp": "_app",
+    "bearer_token": "_auth", "create_app": "_create", "create_sse_writable": "_direct",
+    "uvicorn_server": "_running",
+}
 
 __all__ = [
     "DEFAULT_HEARTBEAT_INTERVAL",
@@ -83,14 +113,17 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_CONNECTIONS_PER_STREAM",
     "DEFAULT_MAX_STREAM_ID_LENGTH",
+    "DEFAULT_RETRY_AFTER",
     "DEFAULT_SEND_TIMEOUT",
     "DEFAULT_SHUTDOWN_GRACE_PERIOD",
     "ASGIWritable",
     "Access",
     "Authorize",
     "DrainingServer",
+    "Engine",
     "Producer",
     "SSEResponse",
+    "ServerSettings",
     "ServerStatistics",
     "StreamApp",
     "bearer_token",
@@ -99,4 +132,19 @@ __all__ = [
     "uvicorn_server",
 ]
 
-publish(globals(), __all__)
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(f".{module}", __name__), name)
+    publish({"__name__": __name__, name: value}, [name])
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+publish(globals(), [name for name in __all__ if name not in _LAZY])

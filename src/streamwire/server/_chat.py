@@ -16,17 +16,19 @@ authorization hook as the stream routes (the hook gets the chat id: ``write`` to
 
 A chat's runs are listed in a stream of the log itself (``chat:<id>``, one ``{"runId"}`` chunk per
 reply), so every server process on a shared backend answers for every chat. Replies are sent as
-the run's stream is read (``streamwire.aisdk.UIMessageStreamEncoder``) with a heartbeat comment
-when quiet; a server shutting down ends them with no ``[DONE]``, as a drop.
+the run's stream is read (``streamwire.aisdk.UIMessageStreamEncoder``), on the connection engine
+(``_engine``) like every stream: each reply counts against ``max_connections`` and
+``max_connections_per_stream`` (its run's stream), gets heartbeat comments when quiet, is evicted
+after ``send_timeout`` when its client stops reading, and a server shutting down ends it with no
+``[DONE]``, as a drop.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Final, Literal
+from collections.abc import AsyncIterator
+from typing import Any, Final
 
-import anyio
+import anyio.abc
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
@@ -34,18 +36,17 @@ from starlette.routing import Route
 
 from ..aisdk import UI_MESSAGE_STREAM_HEADERS, UIMessageStreamEncoder, parse_event_id
 from ..aisdk._request import ChatRequest, assistant_message_id, check_chat_id
-from ..errors import StreamNotFoundError, StreamStateError
+from ..errors import StreamNotFoundError, StreamStateError, UsageError
 from ..frames import ChunkFrame, StreamFrame
 from ..log import StreamLog
 from ..runs import Runs
-from ._http import Refusal, encode_json, read_body, refusal_for
-from ._sse import CLOSE_TIMEOUT, HEARTBEAT, Connection, Receive, Scope, Send
+from ._asgi import Receive, Scope, Send
+from ._context import RawRoute, RouteContext
+from ._engine import Connection
+from ._http import Refusal, encode_json, read_body
+from ._wire import failure_frame
 
-__all__ = ["chat_openapi_paths", "chat_routes"]
-
-_Access = Literal["read", "write"]
-CheckAccess = Callable[[Request, str, _Access], Awaitable[None]]
-Track = Callable[[Connection], None]
+__all__ = ["ChatAPI", "chat_openapi_paths"]
 
 _HEADERS: Final = [(k.encode(), v.encode()) for k, v in UI_MESSAGE_STREAM_HEADERS.items()]
 _decode_pointer: Final = msgspec.json.Decoder(dict[str, str]).decode
@@ -88,38 +89,53 @@ class ChatIndex:
             await self.log.append(stream, 0, chunk)
 
 
-class _ChatAPI:
-    def __init__(self, runs: Runs, agent: str, check_access: CheckAccess, *, max_body: int,
-                 heartbeat_interval: float | None, expose_errors: bool, track: Track,
-                 release: Track) -> None:
+class ChatAPI:
+    """The ``/api/chat`` routes answering with ``agent``'s runs."""
+
+    def __init__(self, runs: Runs, agent: str, ctx: RouteContext) -> None:
         self.runs = runs
         self.agent = agent
         self.index = ChatIndex(runs.log)
-        self.check_access = check_access
-        self.max_body = max_body
-        self.heartbeat = heartbeat_interval
-        self.expose_errors = expose_errors
-        self.track = track
-        self.release = release
+        self.ctx = ctx
+        self.max_body = ctx.settings.max_body_size
+        if agent not in runs.agents:
+            raise UsageError(f"chat_agent={agent!r} is not one of the served agents "
+                             f"({', '.join(sorted(runs.agents)) or 'none'})")
 
-    async def post(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def routes(self) -> list[Route]:
+        return [
+            Route("/api/chat", RawRoute(self.post), methods=["POST"]),
+            Route("/api/chat/{chat_id}/stream", RawRoute(self.resume, "chat_id"),
+                  methods=["GET"]),
+            Route("/api/chat/{chat_id}/stop", self.stop, methods=["POST"]),
+        ]
+
+    async def post(self, scope: Scope, receive: Receive, send: Send, _: str = "") -> None:
         request = Request(scope, receive)
+        cors = self.ctx.cors_headers(request)
+        conn: Connection | None = None
         try:
             chat = ChatRequest.parse(await read_body(request, self.max_body))
-            await self.check_access(request, chat.chat_id, "write")
-            record, created = await self.runs.start(self.agent, chat.input, chat.run_id)
+            await self.ctx.check_access(request, chat.chat_id, "write")
+            # the slot first: a refused reply starts no run (its stream has the run's id)
+            conn = self.ctx.engine.admit(chat.run_id, scope)
+            try:
+                record, created = await self.runs.start(self.agent, chat.input, chat.run_id)
+            except UsageError:  # the only one Runs.start raises: it is not running
+                raise self.ctx.not_running() from None
             if created or await self.index.latest(chat.chat_id) != record.run_id:
                 await self.index.point(chat.chat_id, record.run_id)
         except Exception as exc:
-            await self._refuse(scope, receive, send, exc)
+            await self.ctx.refuse(send, self._mapped(exc), conn=conn, headers=cors)
             return
-        await self._reply(scope, receive, send, record.stream_id, chat.message_id, None)
+        await self._reply(conn, receive, send, record.stream_id, chat.message_id, None, cors)
 
-    async def resume(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def resume(self, scope: Scope, receive: Receive, send: Send, chat_id: str) -> None:
         request = Request(scope, receive)
+        cors = self.ctx.cors_headers(request)
         try:
-            chat_id = self._chat_id(request)
-            await self.check_access(request, chat_id, "read")
+            chat_id = self._chat_id(chat_id)
+            await self.ctx.check_access(request, chat_id, "read")
             header = request.headers.get("last-event-id")
             after = None
             if header:
@@ -128,18 +144,20 @@ class _ChatAPI:
             run_id = await self.index.latest(chat_id)
             record = await self.runs.get(run_id) if run_id is not None else None
             if record is None or (after is None and record.status != "running"):
-                await Response(status_code=204)(scope, receive, send)
+                await send({"type": "http.response.start", "status": 204, "headers": cors})
+                await send({"type": "http.response.body", "body": b""})
                 return
+            conn = self.ctx.engine.admit(record.stream_id, scope)
         except Exception as exc:
-            await self._refuse(scope, receive, send, exc)
+            await self.ctx.refuse(send, self._mapped(exc), headers=cors)
             return
-        await self._reply(scope, receive, send, record.stream_id,
-                          assistant_message_id(record.run_id), after)
+        await self._reply(conn, receive, send, record.stream_id,
+                          assistant_message_id(record.run_id), after, cors)
 
     async def stop(self, request: Request) -> Response:
         try:
-            chat_id = self._chat_id(request)
-            await self.check_access(request, chat_id, "write")
+            chat_id = self._chat_id(request.path_params["chat_id"])
+            await self.ctx.check_access(request, chat_id, "write")
             body = await read_body(request, self.max_body)
             wanted = msgspec.json.decode(body, type=dict[str, str]).get("runId") if body else None
             run_id = await self.index.latest(chat_id)
@@ -152,128 +170,85 @@ class _ChatAPI:
             return Response(encode_json(await self.runs.status(run_id)), 200,
                             media_type="application/json")
         except Exception as exc:
-            return self._refusal(exc).response()
+            return self.ctx.response(self._mapped(exc))
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _chat_id(self, request: Request) -> str:
+    def _chat_id(self, chat_id: str) -> str:
         try:
-            return check_chat_id(request.path_params["chat_id"])
+            return check_chat_id(chat_id)
         except ValueError as exc:
             raise Refusal(400, str(exc)) from None
 
-    def _refusal(self, exc: Exception) -> Refusal:
+    @staticmethod
+    def _mapped(exc: Exception) -> Exception:
+        """A chat request's ``ValueError`` (a bad body or id) is the client's: 400."""
         if isinstance(exc, ValueError) and not isinstance(exc, msgspec.DecodeError):
             return Refusal(400, str(exc))
-        return refusal_for(exc, expose_errors=self.expose_errors)
+        return exc
 
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send, exc: Exception) -> None:
-        await self._refusal(exc).response()(scope, receive, send)
-
-    async def _reply(self, scope: Scope, receive: Receive, send: Send, stream_id: str,
-                     message_id: str, after: str | None) -> None:
+    async def _reply(self, conn: Connection, receive: Receive, send: Send, stream_id: str,
+                     message_id: str, after: str | None,
+                     cors: list[tuple[bytes, bytes]]) -> None:
         encoder = UIMessageStreamEncoder(message_id, after=after)
-        client = scope.get("client")
-        conn = Connection(stream_id, 0, f"{client[0]}:{client[1]}" if client else "-")
-        self.track(conn)  # the app drains it at shutdown (it ends with no [DONE]: a drop)
+        frames = self.runs.log.read(stream_id, 0)  # from 0: the encoder rebuilds its state
+        source = _ReplySource(frames, encoder, self.ctx.settings.expose_errors)
+        await self.ctx.engine.serve(conn, source, send, receive, headers=_HEADERS + cors,
+                                    heartbeat=self.ctx.settings.heartbeat_interval)
+
+
+class _ReplySource:
+    """A reply as an ``_engine.Source``: the run's stream read from the start and encoded as the UI
+    message stream until ``[DONE]``. A shutdown ends the body with no ``[DONE]`` (a drop)."""
+
+    eager = False
+
+    def __init__(self, frames: AsyncIterator[StreamFrame], encoder: UIMessageStreamEncoder,
+                 expose_errors: bool) -> None:
+        self.frames = frames
+        self.encoder = encoder
+        self.expose_errors = expose_errors
+
+    async def pump(self, conn: Connection, tg: anyio.abc.TaskGroup | None) -> None:
+        encoder = self.encoder
+        in_send = False
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": _HEADERS})
-            frames = self.runs.log.read(stream_id, 0)  # from 0: the encoder rebuilds its state
-            await _stream_reply(conn, frames, encoder, send, receive, self.heartbeat)
-        finally:
-            self.release(conn)
-
-
-async def _stream_reply(conn: Connection, frames: AsyncIterator[StreamFrame],
-                        encoder: UIMessageStreamEncoder, send: Send, receive: Receive,
-                        heartbeat: float | None) -> None:
-    """Write the reply's events until ``[DONE]``; the client leaving stops the read; a shutdown
-    (``conn.stop``) or a cancellation from outside ends the body without ``[DONE]``."""
-    lock = anyio.Lock()
-    last_write = time.monotonic()
-
-    async def write(data: bytes) -> None:
-        nonlocal last_write
-        async with lock:
-            await send({"type": "http.response.body", "body": data, "more_body": True})
-            last_write = time.monotonic()
-            conn.frames += 1
-
-    async def beat() -> None:
-        assert heartbeat is not None
-        while True:
-            await anyio.sleep(max(0.0, last_write + heartbeat - time.monotonic()))
-            if time.monotonic() - last_write >= heartbeat:
-                await write(HEARTBEAT)
-
-    async def listen() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        conn.stop("disconnect")
-
-    try:
-        async with anyio.create_task_group() as tg:
-            conn.scope = tg.cancel_scope
-            if conn.outcome != "open":  # stopped (a drain) before the group existed
-                tg.cancel_scope.cancel()
-            tg.start_soon(listen)
-            if heartbeat is not None:
-                tg.start_soon(beat)
             data = encoder.encode_start()
             if data:
-                await write(data)
-            async for frame in frames:
+                in_send = True
+                await conn.write(data)
+                in_send = False
+                conn.frames += 1
+            async for frame in self.frames:
                 data = encoder.feed(frame)
                 if data:
-                    await write(data)
+                    in_send = True
+                    await conn.write(data)
+                    in_send = False
+                    conn.frames += 1
                 if encoder.finished:
-                    break
-            if conn.outcome == "open":
-                conn.outcome = "done"
-            tg.cancel_scope.cancel()
-    except OSError:
-        conn.outcome = "disconnect"  # the client left while a write was pending
-    finally:
-        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
-            await _aclose(frames)
-            if conn.outcome != "disconnect":
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    return
+        except OSError:
+            if not in_send:
+                raise
+            conn.stop("disconnect")  # the client left while a write was pending
+        except Exception as exc:
+            if in_send:
+                raise
+            failure_frame(exc, conn.stream_id, self.expose_errors)  # logs it
+            conn.outcome = "error"  # the body ends with no [DONE]: a drop, the client resumes
+
+    def last_words(self, conn: Connection) -> bytes:
+        return b""
+
+    async def aclose(self) -> None:
+        await _aclose(self.frames)
 
 
 async def _aclose(frames: AsyncIterator[StreamFrame]) -> None:
     aclose = getattr(frames, "aclose", None)  # a log reader is an async generator
     if aclose is not None:
         await aclose()
-
-
-def chat_routes(runs: Runs, agent: str, *, check_access: CheckAccess, max_body: int,
-                heartbeat_interval: float | None, expose_errors: bool, track: Track,
-                release: Track) -> list[Route]:
-    """The ``/api/chat`` routes answering with ``agent``'s runs; ``track`` / ``release`` count each
-    reply's connection with the app's (which stops them at shutdown)."""
-    if agent not in runs.agents:
-        from ..errors import UsageError
-
-        raise UsageError(f"chat_agent={agent!r} is not one of the served agents "
-                         f"({', '.join(sorted(runs.agents)) or 'none'})")
-    api = _ChatAPI(runs, agent, check_access, max_body=max_body,
-                   heartbeat_interval=heartbeat_interval, expose_errors=expose_errors,
-                   track=track, release=release)
-    return [
-        Route("/api/chat", _Raw(api.post), methods=["POST"]),
-        Route("/api/chat/{chat_id}/stream", _Raw(api.resume), methods=["GET"]),
-        Route("/api/chat/{chat_id}/stop", api.stop, methods=["POST"]),
-    ]
-
-
-class _Raw:
-    """A raw ASGI endpoint for the router (Starlette passes a plain ASGI class the scope)."""
-
-    def __init__(self, handler: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
-        self.handler = handler
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await self.handler(scope, receive, send)
 
 
 def chat_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:

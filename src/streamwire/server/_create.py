@@ -1,5 +1,6 @@
-"""``create_app``: the one documented way to build a ``StreamApp``, with every option keyword-only
-and its default named in ``_defaults``."""
+"""``create_app``: the one documented way to build a ``StreamApp``, with every option keyword-only:
+the options of ``ServerSettings`` (their defaults named in ``_defaults``; a test checks they agree),
+who may write, and the agents."""
 
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from ._defaults import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_STREAM,
     DEFAULT_MAX_STREAM_ID_LENGTH,
+    DEFAULT_RETRY_AFTER,
     DEFAULT_SEND_TIMEOUT,
     DEFAULT_SHUTDOWN_GRACE_PERIOD,
 )
+from ._settings import ServerSettings
 
 __all__ = ["create_app"]
 
@@ -42,7 +45,7 @@ def create_app(
     max_batch_chunks: int = DEFAULT_MAX_BATCH_CHUNKS,
     max_stream_id_length: int = DEFAULT_MAX_STREAM_ID_LENGTH,
     shutdown_grace_period: float = DEFAULT_SHUTDOWN_GRACE_PERIOD,
-    retry_after: int = 1,
+    retry_after: int = DEFAULT_RETRY_AFTER,
     retry: int | None = None,
     drain_on_signal: bool = True,
     agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
@@ -60,7 +63,9 @@ def create_app(
         allow_anonymous_writes: anyone who reaches the server may write (development, or a
             server behind its own gateway).
         heartbeat_interval: seconds between heartbeat comments on a quiet SSE stream (None: off).
-        max_connections, max_connections_per_stream: SSE connection caps (503 / 429 past them).
+        max_connections, max_connections_per_stream: streaming connection caps (503 / 429 past
+            them): every reader counts, of a stream, a run, a chat reply or an ``SSEResponse``
+            given ``engine=app.engine``.
         send_timeout: seconds one write may stay blocked before the consumer is evicted.
         fanout: let the caught-up readers of a stream share one log reader, whose frames are
             encoded once and written to all of them in one pass (``streamwire.server._fanout``;
@@ -72,7 +77,7 @@ def create_app(
         expose_errors: put the text of unexpected exceptions in error answers (development only).
         max_body_size, max_batch_chunks, max_stream_id_length: request limits (413 / 400).
         shutdown_grace_period: seconds ``drain()`` waits for connections to close.
-        retry_after: the ``Retry-After`` seconds sent with 429 and 503.
+        retry_after: the ``Retry-After`` seconds sent with every 429 and 503.
         retry: an SSE ``retry:`` (milliseconds) sent first on every stream, for browser readers.
         drain_on_signal: make SIGINT / SIGTERM drain the open streams before the server's own
             graceful shutdown, which would otherwise wait for them (uvicorn, granian); chained
@@ -83,14 +88,19 @@ def create_app(
             the same log; their records go to the log's backend.
         chat_agent: serve ``useChat``'s ``/api/chat`` routes (``streamwire.server._chat``) with
             this agent of ``agents``: each reply is a run of it, read as a UI message stream.
+
+    Raises:
+        ValueError: an option out of its range (``ServerSettings`` names it).
+        UsageError: no choice (or two) about who may write; ``chat_agent`` not among ``agents``.
     """
-    return StreamApp(
-        log, authorize=authorize, token=token, allow_anonymous_writes=allow_anonymous_writes,
-        heartbeat_interval=heartbeat_interval,
+    settings = ServerSettings(
+        heartbeat_interval=heartbeat_interval, send_timeout=send_timeout,
         max_connections=max_connections, max_connections_per_stream=max_connections_per_stream,
-        send_timeout=send_timeout, fanout=fanout, max_backlog_bytes=max_backlog_bytes,
-        cors_origins=cors_origins, expose_errors=expose_errors,
-        max_body_size=max_body_size, max_batch_chunks=max_batch_chunks,
-        max_stream_id_length=max_stream_id_length, shutdown_grace_period=shutdown_grace_period,
-        retry_after=retry_after, retry=retry, drain_on_signal=drain_on_signal, agents=agents,
-        chat_agent=chat_agent)
+        fanout=fanout, max_backlog_bytes=max_backlog_bytes, cors_origins=tuple(cors_origins),
+        expose_errors=expose_errors, max_body_size=max_body_size,
+        max_batch_chunks=max_batch_chunks, max_stream_id_length=max_stream_id_length,
+        shutdown_grace_period=shutdown_grace_period, retry_after=retry_after, retry=retry,
+        drain_on_signal=drain_on_signal)
+    return StreamApp(log, settings, authorize=authorize, token=token,
+                     allow_anonymous_writes=allow_anonymous_writes, agents=agents,
+                     chat_agent=chat_agent)

@@ -13,6 +13,7 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_MAX_CONNECTIONS_PER_STREAM",
     "DEFAULT_MAX_STREAM_ID_LENGTH",
+    "DEFAULT_RETRY_AFTER",
     "DEFAULT_SEND_TIMEOUT",
     "DEFAULT_SHUTDOWN_GRACE_PERIOD",
 ]
@@ -41,3 +42,6 @@ DEFAULT_MAX_BATCH_CHUNKS: Final = 10_000
 DEFAULT_MAX_STREAM_ID_LENGTH: Final = 256
 #: Seconds ``drain()`` waits for open connections to write their ``fail`` frame and close.
 DEFAULT_SHUTDOWN_GRACE_PERIOD: Final = 5.0
+#: Seconds a refused reader (429, 503) is told to wait before it tries again: long enough that a
+#: burst of re-connects does not meet the same full server, short enough to go unnoticed.
+DEFAULT_RETRY_AFTER: Final = 1

@@ -14,21 +14,29 @@ instead of growing memory. A producer that writes without draining is stopped at
 Heartbeats: a ``: heartbeat`` comment goes out when nothing was sent for ``heartbeat`` seconds
 (15 by default, like sse-starlette's ping and ``create_app``), so proxies that cut quiet responses
 after 30-60 s keep the stream open while a model thinks; ``heartbeat=None`` turns them off.
+
+The response runs on the connection engine (``_engine``) like every stream of a ``StreamApp``: a
+client whose window stays full for ``send_timeout`` is evicted (the signal aborts ``"cancelled"``)
+and its connection reset. Pass ``engine=stream_app.engine`` (and a ``stream_id``) and it also
+counts against that app's caps (503 / 429 with ``Retry-After`` before the producer runs) and is
+drained with its streams (the signal aborts ``"shutdown"``: a ``StreamWriter`` sends ``error``);
+without one it has an engine of its own with the default settings and no signal handling.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Final, final
 
 import anyio
-from starlette.responses import Response
+import anyio.abc
+from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from ..errors import UsageError
-from ..sse import encode_comment, encode_frame
+from ..sse import encode_frame
 from ..transport import (
     DEFAULT_HIGH_WATER,
     DEFAULT_MAX_BUFFER_SIZE,
@@ -40,10 +48,14 @@ from ..transport import (
     SSEWritable,
 )
 from ._defaults import DEFAULT_HEARTBEAT_INTERVAL
+from ._engine import Connection, Engine
+from ._http import refusal_for, send_error
+from ._settings import ServerSettings
 
 logger = logging.getLogger("streamwire.server")
 
-_HEARTBEAT: Final = encode_comment("heartbeat")
+#: The engine of a response given none: the default limits, no signal handling of its own.
+_STANDALONE: Final = ServerSettings(drain_on_signal=False)
 
 __all__ = ["ASGIWritable", "Producer", "SSEResponse", "create_sse_writable"]
 
@@ -105,13 +117,6 @@ class ASGIWritable:
         self.ended = True
         self._data_ready.set()
 
-    def _heartbeat(self) -> None:
-        # A comment, not a frame: readers ignore it, and it does not count against max_buffer.
-        if not (self.ended or self.disconnected or self._queue):
-            self._queue.append(_HEARTBEAT)
-            self.buffered += len(_HEARTBEAT)
-            self._data_ready.set()
-
     async def drain(self) -> None:
         while self.buffered > self._high_water and not self.disconnected:
             if self._drained.is_set():
@@ -126,14 +131,14 @@ class ASGIWritable:
         self._data_ready.set()
         self._flushed.set()
 
-    async def _pump(self, send: Send) -> None:
-        """Move queued bytes to ``send`` until the body ends (or the client leaves)."""
+    async def _pump(self, conn: Connection) -> None:
+        """Move queued bytes to the connection until the body ends (or the client leaves)."""
         queue = self._queue
         try:
             while not self.disconnected:
                 if not queue:
                     if self.ended:
-                        await send({"type": "http.response.body", "body": b"", "more_body": False})
+                        await conn.end()
                         break
                     self._data_ready = anyio.Event()
                     await self._data_ready.wait()
@@ -141,7 +146,7 @@ class ASGIWritable:
                 chunk = queue.popleft() if len(queue) == 1 else b"".join(queue)
                 queue.clear()
                 size = len(chunk)
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await conn.write(chunk)
                 self.last_sent = anyio.current_time()
                 self.buffered -= size
                 if self.buffered <= self._high_water:
@@ -152,12 +157,19 @@ class ASGIWritable:
         finally:
             self._flushed.set()
 
+    def _take(self) -> bytes:
+        """What is queued, taken out (a shutdown's last words)."""
+        data = b"".join(self._queue)
+        self._queue.clear()
+        self.buffered = 0
+        return data
+
 
 #: What ``create_sse_writable`` runs: it writes into the writable and watches the signal.
 Producer = Callable[[SSEWritable, AbortSignal], Awaitable[None]]
 
 
-class SSEResponse(Response):
+class SSEResponse(StreamingResponse):
     """An ASGI response (return it from a Starlette or FastAPI route) that sends ``SSE_HEADERS``
     and streams what ``produce(writable, signal)`` writes (``create_sse_writable`` in the TRD)::
 
@@ -178,7 +190,8 @@ class SSEResponse(Response):
     ``error`` frame saying which of the two happened, without the exception's text), the body ends,
     and the exception is re-raised to the server. ``headers`` are added to ``SSE_HEADERS``.
     ``heartbeat`` is the quiet time in seconds before a ``: heartbeat`` comment (None: none). See
-    the module docstring for ``high_water`` and ``max_buffer_size``.
+    the module docstring for ``high_water`` and ``max_buffer_size``, and for ``engine`` and
+    ``stream_id`` (the caps, ``send_timeout`` and drain of a ``StreamApp``).
 
     After the response finished, ``writable`` is the transport the producer wrote to (its
     ``buffered``, ``peak_buffered``, ``ended`` and ``disconnected`` attributes report what happened)
@@ -197,6 +210,8 @@ class SSEResponse(Response):
         max_buffer_size: int = DEFAULT_MAX_BUFFER_SIZE,
         status_code: int = 200,
         headers: Mapping[str, str] | None = None,
+        engine: Engine | None = None,
+        stream_id: str = "",
     ) -> None:
         if high_water < 0 or max_buffer_size < high_water:
             raise ValueError("need 0 <= high_water <= max_buffer_size")
@@ -205,85 +220,110 @@ class SSEResponse(Response):
         if heartbeat is not None and not heartbeat > 0:
             raise ValueError(f"heartbeat must be > 0 seconds, or None to turn it off; "
                              f"got {heartbeat!r}")
+        # Starlette's public constructor builds the headers; the body is ours (``__call__``).
+        super().__init__(_NO_BODY, status_code, {**SSE_HEADERS, **(headers or {})})
         self._produce = produce
         self._timeout = timeout
         self._heartbeat = heartbeat
         self._high_water = high_water
         self._max_buffer = max_buffer_size
+        self._engine = engine
+        self._stream_id = stream_id
         self._controller = AbortController()
         self._used = False
         self.signal = self._controller.signal
         self.writable: ASGIWritable | None = None
-        self.status_code = status_code
-        self.background = None
-        self.init_headers({**SSE_HEADERS, **(headers or {})})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._used:
             raise UsageError("an SSEResponse streams once; build one per request")
         self._used = True
-        writable = self.writable = ASGIWritable(self._high_water, self._max_buffer)
-        controller = self._controller
-        failure: Exception | None = None
+        engine = self._engine if self._engine is not None else Engine(_STANDALONE)
         try:
-            await send({"type": "http.response.start", "status": self.status_code,
-                        "headers": self.raw_headers})
-        except OSError:
-            # The client left before the response started: nothing to stream, nobody to tell.
-            writable.disconnected = True
-            controller.abort("cancelled")
+            conn = engine.admit(self._stream_id, scope)
+        except Exception as exc:  # a cap: the producer never runs
+            refusal = refusal_for(exc, expose_errors=engine.settings.expose_errors,
+                                  retry_after=engine.retry_after)
+            engine.refused += 1
+            await send_error(send, refusal, [])
             return
-        async with anyio.create_task_group() as tg:
-            with anyio.CancelScope() as producer_scope:
-                tg.start_soon(writable._pump, send)  # pyright: ignore[reportPrivateUsage]
-                tg.start_soon(self._watch_disconnect, receive, writable, producer_scope)
-                if self._timeout is not None:
-                    tg.start_soon(self._deadline, self._timeout, writable, producer_scope)
-                if self._heartbeat is not None:
-                    tg.start_soon(_heartbeats, self._heartbeat, writable)
-                try:
-                    await self._produce(writable, controller.signal)
-                except Exception as exc:
-                    failure = exc
-            if not writable.disconnected and not writable.ended:
-                # The producer raised, or returned without a terminal frame: say so in the log,
-                # and a writer on the signal tells the client which (not the exception's text).
-                _log_failure(scope, failure)
-                controller.abort(ProducerFailure(failure))
-            writable.end()
-            await writable._flushed.wait()  # pyright: ignore[reportPrivateUsage]
-            tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
+        writable = self.writable = ASGIWritable(self._high_water, self._max_buffer)
+        source = _ProducerSource(self._produce, writable, self._controller, self._timeout, scope)
+        conn.on_stop = source.stopped
+        await engine.serve(conn, source, send, receive, status=self.status_code,
+                           headers=self.headers.raw, heartbeat=self._heartbeat)
+        if source.failure is not None:
+            raise source.failure
 
-    async def _watch_disconnect(self, receive: Receive, writable: ASGIWritable,
-                                producer: anyio.CancelScope) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                break
-        if writable.ended and not writable.buffered:
-            return  # the whole body was handed to the server; nothing was cut short
-        writable._disconnect()  # pyright: ignore[reportPrivateUsage]
-        self._controller.abort("cancelled")
+
+class _NoBody:
+    """The body iterator Starlette's constructor wants; never read (``SSEResponse.__call__``)."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self
+
+    async def __anext__(self) -> bytes:
+        raise StopAsyncIteration
+
+
+_NO_BODY: Final = _NoBody()
+
+
+class _ProducerSource:
+    """An ``SSEResponse``'s producer and its queue, as an ``_engine.Source``: the producer runs in
+    the handler's task, the queue's writer and the deadline in the connection's task group."""
+
+    eager = False
+
+    def __init__(self, produce: Producer, writable: ASGIWritable, controller: AbortController,
+                 timeout: float | None, scope: Scope) -> None:
+        self.produce = produce
+        self.writable = writable
+        self.controller = controller
+        self.timeout = timeout
+        self.scope = scope
+        self.failure: Exception | None = None
+
+    def stopped(self, conn: Connection) -> None:
+        """The engine ends the connection: tell the producer why, before it is cancelled."""
+        if conn.outcome == "shutdown":
+            self.controller.abort("shutdown")  # a StreamWriter writes its error frame now
+            return
+        self.writable._disconnect()  # pyright: ignore[reportPrivateUsage]
+        self.controller.abort("cancelled")
+
+    async def pump(self, conn: Connection, tg: anyio.abc.TaskGroup | None) -> None:
+        assert tg is not None
+        writable, controller = self.writable, self.controller
+        tg.start_soon(writable._pump, conn)  # pyright: ignore[reportPrivateUsage]
+        with anyio.CancelScope() as producer_scope:
+            if self.timeout is not None:
+                tg.start_soon(_deadline, self.timeout, writable, controller, producer_scope)
+            try:
+                await self.produce(writable, controller.signal)
+            except Exception as exc:
+                self.failure = exc
+        if not writable.disconnected and not writable.ended:
+            # The producer raised, or returned without a terminal frame: say so in the log, and
+            # a writer on the signal tells the client which (not the exception's text).
+            _log_failure(self.scope, self.failure)
+            controller.abort(ProducerFailure(self.failure))
+        writable.end()
+        await writable._flushed.wait()  # pyright: ignore[reportPrivateUsage]
+
+    def last_words(self, conn: Connection) -> bytes:
+        return self.writable._take()  # pyright: ignore[reportPrivateUsage]
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def _deadline(seconds: float, writable: ASGIWritable, controller: AbortController,
+                    producer: anyio.CancelScope) -> None:
+    await anyio.sleep(seconds)
+    if not writable.ended:
+        controller.abort("timeout")
         producer.cancel()
-
-    async def _deadline(self, seconds: float, writable: ASGIWritable,
-                        producer: anyio.CancelScope) -> None:
-        await anyio.sleep(seconds)
-        if not writable.ended:
-            self._controller.abort("timeout")
-            producer.cancel()
-
-
-async def _heartbeats(seconds: float, writable: ASGIWritable) -> None:
-    """A comment whenever nothing was sent for ``seconds``, until the body ends."""
-    while not (writable.ended or writable.disconnected):
-        quiet = anyio.current_time() - writable.last_sent
-        if quiet >= seconds:
-            writable._heartbeat()  # pyright: ignore[reportPrivateUsage]
-            quiet = 0.0
-        await anyio.sleep(seconds - quiet)
 
 
 def _log_failure(scope: Scope, failure: Exception | None) -> None:

@@ -1,7 +1,7 @@
 """Fan-out: one log reader per stream, shared by every connection caught up on it.
 
 Theory of operation. A connection starts alone: its own log reader replays from its cursor
-(``_sse.serve_frames``). Once it is caught up and has delivered all it fetched, it joins the
+(``_sse.StreamSource`` run by ``_engine.Engine``). Once it is caught up and has delivered all it fetched, it joins the
 stream's hub when the hub's reader is in step with its own (``log._reader.in_step``: equal
 states, so from then on both get exactly the same frames); when the stream has no hub, its own
 reader becomes the hub's. From then on the hub's task takes each frame from that one reader,
@@ -23,8 +23,11 @@ finished for ``STALL_GRACE``) holds nobody. A follower that falls ``max_backlog_
 one of whose writes stalls ``send_timeout``, is evicted like a solo connection: reset, no
 terminal, and the reader re-attaches from its cursor.
 
+The hub owns its followers' state (``Follower``: the transport's buffer gauge, the outbox, its
+drainer); the connection only points at its ``Follower`` as its ``handoff`` while it follows.
+
 Only where the connection's transport can be seen (uvicorn's ``send``, unwrapped, on asyncio:
-``_reset.resettable_transport``) and the log's ``read`` takes ``position=``; anywhere else each
+``_compat.uvicorn.resettable_transport``) and the log's ``read`` takes ``position=``; anywhere else each
 connection keeps its own reader.
 """
 
@@ -37,25 +40,16 @@ import time
 from collections import deque
 from typing import Any, Final, final
 
+from .._compat.uvicorn import Transport, reset_connection, resettable_transport
 from ..frames import ChunkFrame, StreamFrame, encode_stream_frame, transport_drop_frame
 from ..log import StreamLog, capabilities_of
 from ..log._reader import ReadPosition, in_step
-from ._reset import Transport, reset_connection, resettable_transport
-from ._sse import (
-    CLOSE_TIMEOUT,
-    HEARTBEAT,
-    SHUTDOWN_FRAME,
-    TERMINALS,
-    WAITING,
-    Connection,
-    Message,
-    Outcome,
-    Receive,
-    Send,
-    failure_frame,
-)
+from ._asgi import Message, Receive, Send
+from ._engine import CLOSE_TIMEOUT, HEARTBEAT, WAITING, Connection, Outcome
+from ._settings import ServerSettings
+from ._wire import SHUTDOWN_FRAME, TERMINALS, failure_frame
 
-__all__ = ["Fanout", "Hub", "log_shares_readers"]
+__all__ = ["Fanout", "Follower", "Hub", "log_shares_readers"]
 
 logger = logging.getLogger("streamwire.server")
 
@@ -78,13 +72,12 @@ class Fanout:
     __slots__ = ("beats", "expose_errors", "heartbeat_interval", "hubs", "max_backlog_bytes",
                  "send_timeout")
 
-    def __init__(self, *, heartbeat_interval: float | None, send_timeout: float,
-                 max_backlog_bytes: int, expose_errors: bool) -> None:
+    def __init__(self, settings: ServerSettings) -> None:
         self.hubs: dict[str, Hub] = {}
-        self.heartbeat_interval = heartbeat_interval
-        self.send_timeout = send_timeout
-        self.max_backlog_bytes = max_backlog_bytes
-        self.expose_errors = expose_errors
+        self.heartbeat_interval = settings.heartbeat_interval
+        self.send_timeout = settings.send_timeout
+        self.max_backlog_bytes = settings.max_backlog_bytes
+        self.expose_errors = settings.expose_errors
         self.beats: asyncio.Task[None] | None = None
 
     def _start_beats(self) -> None:
@@ -126,42 +119,70 @@ class Fanout:
         return resettable_transport(send) is not None
 
     def join(self, conn: Connection, frames: Any, position: ReadPosition,
-             delivered: StreamFrame) -> bool:
+             delivered: StreamFrame) -> Follower | None:
         """Make ``conn`` (which just delivered ``delivered`` from its own reader ``frames``) a
         follower of its stream's hub, when that is exact: the hub's reader is in step with its
-        own, or the stream has no hub yet (then its reader becomes the hub's). False: go on
-        alone. The caller closes its own reader unless the hub took it (``conn.hub.frames``)."""
+        own, or the stream has no hub yet (then its reader becomes the hub's: ``Follower.took``).
+        None: go on alone."""
         state = position.state
         if state is None or not state.caught_up or delivered is not position.last:
-            return False
-        transport = resettable_transport(conn.send_fn)
+            return None
+        transport = resettable_transport(conn.send)
         if transport is None:
-            return False
+            return None
         hub = self.hubs.get(conn.stream_id)
         if hub is None:
             hub = self.hubs[conn.stream_id] = Hub(self, conn.stream_id, frames, position,
-                                                  delivered, conn.waiting)
-            hub.add(conn, transport)
+                                                  delivered, conn.beat is WAITING)
+            follower = hub.add(conn, transport)
+            follower.took = True
             hub.task = asyncio.get_running_loop().create_task(hub.run())
             self._start_beats()
-            return True
+            return follower
         if hub.closing or not in_step(position, delivered, hub.position, hub.current):
-            return False
-        hub.add(conn, transport)
-        return True
+            return None
+        return hub.add(conn, transport)
 
-    async def follow(self, conn: Connection, receive: Receive) -> None:
-        """A follower's own task: wait for the client to leave (or the hub to end the response,
-        which uvicorn reports the same way), then leave the hub."""
+
+@final
+class Follower:
+    """A connection following a hub: the hub's state about it (``Connection.handoff``)."""
+
+    __slots__ = ("backlog", "base", "buffered", "conn", "drainer", "hub", "last_write",
+                 "low_water", "outbox", "send", "took")
+
+    def __init__(self, hub: Hub, conn: Connection, transport: Transport) -> None:
+        self.hub: Hub | None = hub
+        self.conn = conn
+        self.send = conn.send
+        #: the size of the transport's write buffer
+        self.buffered = transport.get_write_buffer_size
+        self.low_water = transport.get_write_buffer_limits()[0]
+        self.base = hub.count  # the hub's frame count when it joined
+        self.outbox: deque[Message] | None = None  # a lagging follower's messages
+        self.backlog = 0  # bytes in the outbox
+        self.last_write = _monotonic()  # of the outbox's last write (STALL_GRACE counts from it)
+        self.drainer: asyncio.Task[None] | None = None
+        self.took = False  # its connection's reader became the hub's
+
+    def stop(self) -> None:
+        if self.hub is not None:
+            self.hub.stop(self)
+
+    def leave(self) -> None:
+        if self.hub is not None:
+            self.hub.leave(self)
+
+    async def follow(self, receive: Receive) -> None:
+        """The follower's own task: wait for the client to leave (or the hub to end the
+        response, which uvicorn reports the same way), then leave the hub."""
         try:
             while (await receive())["type"] != "http.disconnect":
                 pass
         finally:
-            hub = conn.hub
-            if hub is not None:
-                hub.leave(conn)
-        if conn.outcome == "open":
-            conn.outcome = "disconnect"
+            self.leave()
+        if self.conn.outcome == "open":
+            self.conn.outcome = "disconnect"
 
 
 @final
@@ -181,7 +202,7 @@ class Hub:
         self.current = current
         self.waiting = waiting  # no chunk yet: heartbeats say ": waiting"
         # a dict as an ordered set: O(1) leave at 10,000 followers
-        self.followers: dict[Connection, None] = {}
+        self.followers: dict[Follower, None] = {}
         self.count = 0  # frames delivered, for each follower's own count
         self.closing = False
         self.last_write = _monotonic()
@@ -189,48 +210,49 @@ class Hub:
         #: resolved when a follower's outbox drains, while the hub waits for one (``_paced``)
         self.ready: asyncio.Future[None] | None = None
 
-    def add(self, conn: Connection, transport: Transport) -> None:
-        conn.hub = self
-        conn.buffered = transport.get_write_buffer_size
-        conn.low_water = transport.get_write_buffer_limits()[0]
-        conn.base = self.count
-        self.followers[conn] = None
+    def add(self, conn: Connection, transport: Transport) -> Follower:
+        follower = Follower(self, conn, transport)
+        conn.handoff = follower
+        self.followers[follower] = None
+        return follower
 
     # ---- followers leaving ----------------------------------------------------------------------
 
-    def _remove(self, conn: Connection) -> None:
-        if conn in self.followers:
-            del self.followers[conn]
-            conn.frames += self.count - conn.base
+    def _remove(self, follower: Follower) -> None:
+        if follower in self.followers:
+            del self.followers[follower]
+            follower.conn.frames += self.count - follower.base
             _wake(self)  # the others may all be ready now
-        conn.hub = None
+        follower.hub = None
+        follower.conn.handoff = None
         if not self.followers and not self.closing:
             self._close()
 
-    def leave(self, conn: Connection) -> None:
-        """``conn``'s client left (or its task ends): forget it, and its outbox."""
-        self._remove(conn)
-        _cancel_drainer(conn)
+    def leave(self, follower: Follower) -> None:
+        """The follower's client left (or its task ends): forget it, and its outbox."""
+        self._remove(follower)
+        _cancel_drainer(follower)
 
-    def stop(self, conn: Connection) -> None:
-        """End ``conn`` for the reason already in ``conn.outcome`` (a shutdown): its outbox is
-        replaced by the recoverable shutdown ``fail`` and the end of the body, written by its
-        drainer (the reader re-attaches from what it actually received)."""
-        self._remove(conn)
-        _cancel_drainer(conn)
-        conn.outbox = None
-        _enqueue(self.fanout, conn, {"type": _HTTP_BODY, "body": encode_stream_frame(
+    def stop(self, follower: Follower) -> None:
+        """End a follower for the reason already in its connection's ``outcome`` (a shutdown):
+        its outbox is replaced by the recoverable shutdown ``fail`` and the end of the body,
+        written by its drainer (the reader re-attaches from what it actually received)."""
+        self._remove(follower)
+        _cancel_drainer(follower)
+        follower.outbox = None
+        _enqueue(self.fanout, follower, {"type": _HTTP_BODY, "body": encode_stream_frame(
             SHUTDOWN_FRAME), "more_body": False})
 
-    def evict(self, conn: Connection, why: str) -> None:
+    def evict(self, follower: Follower, why: str) -> None:
         """Reset a follower that does not keep up (no terminal: it re-attaches)."""
+        conn = follower.conn
         if conn.outcome == "open":
             conn.outcome = "evicted"
         logger.info("sse %s: evicting %s: %s", self.stream_id, conn.peer, why)
-        self._remove(conn)
-        _cancel_drainer(conn)
-        conn.outbox = None
-        reset_connection(conn.send_fn)
+        self._remove(follower)
+        _cancel_drainer(follower)
+        follower.outbox = None
+        reset_connection(follower.send)
 
     def _close(self) -> None:
         """No follower is left: stop reading (the reader's own cleanup runs as it is cancelled)."""
@@ -279,16 +301,16 @@ class Hub:
         fanout = self.fanout
         direct = slow = False
         half = fanout.max_backlog_bytes >> 1
-        for conn in tuple(self.followers):
-            if conn.outbox is None and conn.buffered() <= conn.low_water:
+        for follower in tuple(self.followers):
+            if follower.outbox is None and follower.buffered() <= follower.low_water:
                 direct = True
                 try:
-                    await conn.send_fn(message)
+                    await follower.send(message)
                 except OSError:  # ASGI >= 2.4 servers raise once the client is gone
-                    self.leave(conn)
+                    self.leave(follower)
             elif lagging:
-                _enqueue(fanout, conn, message)
-                if conn.backlog > half and now - conn.last_write < STALL_GRACE:
+                _enqueue(fanout, follower, message)
+                if follower.backlog > half and now - follower.last_write < STALL_GRACE:
                     slow = True
         return lagging and (slow or not direct)
 
@@ -302,9 +324,9 @@ class Hub:
         while self.followers and not self.closing:
             now = _monotonic()
             followers = self.followers
-            if any(conn.outbox is None for conn in followers) and not any(
-                    conn.backlog > half and now - conn.last_write < STALL_GRACE
-                    for conn in followers if conn.outbox is not None):
+            if any(f.outbox is None for f in followers) and not any(
+                    f.backlog > half and now - f.last_write < STALL_GRACE
+                    for f in followers if f.outbox is not None):
                 return
             ready = self.ready = loop.create_future()
             timer = loop.call_later(STALL_GRACE, _wake, self)  # a follower may stall meanwhile
@@ -319,40 +341,44 @@ class Hub:
         message: Message = {"type": _HTTP_BODY, "body": encode_stream_frame(end),
                             "more_body": False}
         fanout = self.fanout
-        for conn in tuple(self.followers):
-            self.followers.pop(conn)
-            conn.frames += self.count - conn.base + 1
-            conn.hub = None
+        for follower in tuple(self.followers):
+            self.followers.pop(follower)
+            conn = follower.conn
+            conn.frames += self.count - follower.base + 1
+            follower.hub = None
+            conn.handoff = None
             if conn.outcome == "open":
                 conn.outcome = outcome
-            if conn.outbox is None and conn.buffered() <= conn.low_water:
+            if follower.outbox is None and follower.buffered() <= follower.low_water:
                 conn.closed = True
                 with contextlib.suppress(OSError):
-                    await conn.send_fn(message)
+                    await follower.send(message)
             else:
-                _enqueue(fanout, conn, message)
+                _enqueue(fanout, follower, message)
 
 
-def _enqueue(fanout: Fanout, conn: Connection, message: Message) -> None:
-    """Queue ``message`` behind what ``conn`` has not taken yet; evict past the backlog limit."""
-    outbox = conn.outbox
+def _enqueue(fanout: Fanout, follower: Follower, message: Message) -> None:
+    """Queue ``message`` behind what the follower has not taken yet; evict past the backlog
+    limit."""
+    outbox = follower.outbox
     if outbox is None:
-        outbox = conn.outbox = deque()
-        conn.backlog = 0
-        conn.last_write = _monotonic()  # lagging from now: STALL_GRACE counts from here
+        outbox = follower.outbox = deque()
+        follower.backlog = 0
+        follower.last_write = _monotonic()  # lagging from now: STALL_GRACE counts from here
     outbox.append(message)
-    conn.backlog += len(message["body"])
-    if conn.backlog > fanout.max_backlog_bytes and message["more_body"]:
-        hub = conn.hub
+    follower.backlog += len(message["body"])
+    if follower.backlog > fanout.max_backlog_bytes and message["more_body"]:
+        hub = follower.hub
         if hub is not None:
-            hub.evict(conn, f"{conn.backlog} bytes not taken, over max_backlog_bytes="
-                            f"{fanout.max_backlog_bytes} (create_app(max_backlog_bytes=...))")
+            hub.evict(follower, f"{follower.backlog} bytes not taken, over max_backlog_bytes="
+                                f"{fanout.max_backlog_bytes} (create_app(max_backlog_bytes=...))")
         return
-    if conn.drainer is None:
-        conn.drainer = asyncio.get_running_loop().create_task(_drain(fanout, conn, outbox))
+    if follower.drainer is None:
+        follower.drainer = asyncio.get_running_loop().create_task(
+            _drain(fanout, follower, outbox))
 
 
-async def _drain(fanout: Fanout, conn: Connection, outbox: deque[Message]) -> None:
+async def _drain(fanout: Fanout, follower: Follower, outbox: deque[Message]) -> None:
     """Write a lagging follower's outbox in order, each write bounded like a solo one's."""
     try:
         while outbox:
@@ -360,29 +386,30 @@ async def _drain(fanout: Fanout, conn: Connection, outbox: deque[Message]) -> No
             last = not message["more_body"]
             try:
                 async with asyncio.timeout(CLOSE_TIMEOUT if last else fanout.send_timeout):
-                    await conn.send_fn(message)
+                    await follower.send(message)
             except TimeoutError:
-                hub = conn.hub
+                hub = follower.hub
                 if hub is not None:
-                    hub.evict(conn, f"a write stalled for send_timeout={fanout.send_timeout}s")
+                    hub.evict(follower,
+                              f"a write stalled for send_timeout={fanout.send_timeout}s")
                 else:  # its last write: the peer stopped reading
-                    reset_connection(conn.send_fn)
+                    reset_connection(follower.send)
                 return
             except OSError:
                 return  # the client left: its own task notices
             outbox.popleft()
-            conn.backlog -= len(message["body"])
-            conn.last_write = _monotonic()
+            follower.backlog -= len(message["body"])
+            follower.last_write = _monotonic()
             if last:
-                conn.closed = True
+                follower.conn.closed = True
                 return
-            if conn.backlog <= fanout.max_backlog_bytes >> 1:
-                _wake(conn.hub)
-        if conn.outbox is outbox:
-            conn.outbox = None
-            _wake(conn.hub)
+            if follower.backlog <= fanout.max_backlog_bytes >> 1:
+                _wake(follower.hub)
+        if follower.outbox is outbox:
+            follower.outbox = None
+            _wake(follower.hub)
     finally:
-        conn.drainer = None
+        follower.drainer = None
 
 
 def _wake(hub: Hub | None) -> None:
@@ -391,9 +418,8 @@ def _wake(hub: Hub | None) -> None:
         hub.ready.set_result(None)
 
 
-def _cancel_drainer(conn: Connection) -> None:
-    drainer = conn.drainer
+def _cancel_drainer(follower: Follower) -> None:
+    drainer = follower.drainer
     if drainer is not None and drainer is not asyncio.current_task():
         drainer.cancel()
-        conn.drainer = None
-
+        follower.drainer = None

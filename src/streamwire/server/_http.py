@@ -24,12 +24,18 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..errors import ProducerEpochError, ProducerSequenceError, StreamwireError
+from ..errors import (
+    ProducerEpochError,
+    ProducerSequenceError,
+    RunError,
+    StreamwireError,
+    UnknownAgentError,
+)
 from ..frames import EndStatus
 from ..log import Producer, StreamInfo, StreamLog
 from ..log._common import MAX_SAFE_INTEGER
 from ..log._producers import MAX_PRODUCER_ID
-from ._sse import Send
+from ._asgi import Send
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -134,10 +140,18 @@ def write_outcome(exc: StreamwireError) -> Outcome:
     return "not-stored"
 
 
-def refusal_for(exc: Exception, *, expose_errors: bool, write: bool = False,
-                retry_after: str = "1") -> Refusal:
+def refusal_for(exc: Exception, *, expose_errors: bool, retry_after: str,
+                write: bool = False) -> Refusal:
     """The answer an exception gets; unexpected text stays off the wire. A backend failure of a
-    ``write`` request says its outcome: 504 ``outcome: unknown`` or 503 ``outcome: not-stored``."""
+    ``write`` request says its outcome: 504 ``outcome: unknown`` or 503 ``outcome: not-stored``.
+    Every 503 carries ``Retry-After`` (``retry_after`` seconds unless it names its own)."""
+    refusal = _refusal(exc, expose_errors=expose_errors, write=write)
+    if refusal.status == 503 and not any(k.lower() == "retry-after" for k in refusal.headers):
+        refusal.headers["Retry-After"] = retry_after
+    return refusal
+
+
+def _refusal(exc: Exception, *, expose_errors: bool, write: bool) -> Refusal:
     if isinstance(exc, Refusal):
         return exc
     if isinstance(exc, HTTPException):
@@ -155,18 +169,22 @@ def refusal_for(exc: Exception, *, expose_errors: bool, write: bool = False,
     if isinstance(exc, ProducerEpochError):
         return Refusal(403, str(exc), {"Producer-Epoch": str(exc.current)},
                        code="PRODUCER_FENCED", currentEpoch=exc.current)
+    if isinstance(exc, RunError):  # typed for clients: the class name is the code
+        if isinstance(exc, UnknownAgentError):
+            return Refusal(exc.status_hint, str(exc), code=type(exc).__name__, agent=exc.agent,
+                           agents=exc.agents)
+        return Refusal(exc.status_hint, str(exc), code=type(exc).__name__)
     if isinstance(exc, StreamwireError):
         status = exc.status_hint
         if status < 500:
             return Refusal(status, str(exc))
         logger.warning("stream log error: %r", exc)
         message = str(exc) if expose_errors else "the stream log failed"
-        retry = {"Retry-After": retry_after}
         if not write:
-            return Refusal(status, message, retry if status == 503 else None)
+            return Refusal(status, message)
         if write_outcome(exc) == "unknown":
             return Refusal(504, message, outcome="unknown")
-        return Refusal(503, message, retry, outcome="not-stored")
+        return Refusal(503, message, outcome="not-stored")
     logger.exception("unexpected error", exc_info=exc)
     return Refusal(500, repr(exc) if expose_errors else "internal server error")
 

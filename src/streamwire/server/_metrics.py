@@ -14,9 +14,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
-from typing import Final
-
-from ._sse import Connection
+from typing import Final, Protocol
 
 __all__ = ["TOP_STREAMS", "Histogram", "ServerMetrics", "exposition"]
 
@@ -31,6 +29,13 @@ _LATENCY_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 _REPLAY_BUCKETS: Final = (0.0, 1.0, 10.0, 100.0, 1_000.0, 10_000.0, 100_000.0)
 #: Readers on one stream.
 _READER_BUCKETS: Final = (1, 2, 5, 10, 100, 1_000)
+
+
+class _Counted(Protocol):
+    """An open connection, as the exposition sees it."""
+
+    @property
+    def frames(self) -> int: ...
 
 
 class Histogram:
@@ -78,7 +83,7 @@ class ServerMetrics:
         return self.requests.setdefault(name, Histogram(_LATENCY_BUCKETS))
 
 
-def exposition(metrics: ServerMetrics, *, connections: Iterable[Connection],
+def exposition(metrics: ServerMetrics, *, connections: Iterable[_Counted],
                per_stream: Mapping[str, int], opened: int, evicted: int, refused: int,
                draining: bool) -> bytes:
     """The ``GET /metrics`` body."""

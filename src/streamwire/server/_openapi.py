@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount
 
+from .._compat.msgspec import parse_validation_error
 from ..log import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from ._http import Refusal
 
@@ -325,19 +326,18 @@ async def routing_error(request: Request, exc: Exception) -> Response:
 
 
 _AT = re.compile(r"\$|\.([^.\[]+)|\[(\d+)\]")
-_FIELD = re.compile(r"Object (missing required|contains unknown) field `(.+)`")
 
 
 def explain_invalid(schema_name: str, message: str) -> str:
     """msgspec's validation ``message`` for a body of ``schema_name`` (a schema of the OpenAPI
     document), said as: which field, what it must be (the valid values of an enum), what was
-    wrong. The document is the one place the bodies are described, so the errors follow it."""
+    wrong. The document is the one place the bodies are described, so the errors follow it. A
+    message msgspec worded in a way ``_compat.msgspec`` cannot read is returned as it is."""
+    problem = parse_validation_error(message)
+    if problem is None:
+        return message
     schemas: dict[str, Any] = openapi_document()["components"]["schemas"]
-    text, _, at = message.partition(" - at `")
-    path = at.rstrip("`") or "$"
-    named = _FIELD.fullmatch(text)
-    if named:
-        path += f".{named.group(2)}"
+    path = problem.path
     schema: Any = schemas[schema_name]
     for key, index in (m.groups() for m in _AT.finditer(path)):
         if index is not None:
@@ -347,13 +347,13 @@ def explain_invalid(schema_name: str, message: str) -> str:
             if schema is None:
                 break
     field = "the body" if path == "$" else f"`{path.removeprefix('$.')}`"
-    if named and named.group(1) == "contains unknown":
+    if problem.field is not None and not problem.missing:
         parent = schemas[schema_name]
         parent = parent.get("items", parent)
         fields = ", ".join(f"`{name}`" for name in parent.get("properties", {}))
         return f"{field} is not a field of this body; its fields are {fields} ({message})"
     expected = _expected(schema)
-    if named:
+    if problem.field is not None:
         return f"{field} is missing: it is required and must be {expected} ({message})"
     return f"{field} must be {expected} ({message})"
 

@@ -15,10 +15,10 @@ from starlette.responses import Response
 from ..errors import StreamStateError
 from ..log import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, capabilities_of
 from ._auth import Access
-from ._http import Refusal, info_json, json_response, refusal_for
+from ._context import Endpoint, RouteContext
+from ._http import Refusal, info_json, json_response
 from ._metrics import CONTENT_TYPE
 from ._openapi import docs_page, explain_invalid
-from ._sse import Scope
 
 if TYPE_CHECKING:
     from ._app import StreamApp
@@ -28,20 +28,13 @@ __all__ = ["DEFAULT_LIST_LIMIT", "MAX_LIST_LIMIT", "JSONRoutes"]
 #: The OpenAPI schema of each JSON route's body (validation errors are explained from it).
 _BODY_SCHEMAS: Final = {"chunks": "Chunks", "end": "End", "fail": "Fail", "cleanup": "Cleanup"}
 
-Endpoint = Callable[[Request], Awaitable[Response]]
-
 
 class JSONRoutes:
     """The endpoints a ``StreamApp`` routes to besides its SSE route."""
 
-    def __init__(self, app: StreamApp, *, check_id: Callable[[Scope, str], None],
-                 check_access: Callable[[Request, str, Access], Awaitable[None]],
-                 expose_errors: bool, retry_after: str) -> None:
+    def __init__(self, app: StreamApp, ctx: RouteContext) -> None:
         self.app = app
-        self.check_id = check_id
-        self.check_access = check_access
-        self.expose_errors = expose_errors
-        self.retry_after = retry_after
+        self.ctx = ctx
 
     def stream_route(self, handler: Callable[[Request, str], Awaitable[Response]],
                      access: Access) -> Endpoint:
@@ -55,15 +48,14 @@ class JSONRoutes:
             stream_id: str = request.path_params["stream_id"]
             started = time.perf_counter()
             try:
-                self.check_id(request.scope, stream_id)
-                await self.check_access(request, stream_id, access)
+                self.ctx.check_id(request.scope, stream_id)
+                await self.ctx.check_access(request, stream_id, access)
                 return await handler(request, stream_id)
             except msgspec.ValidationError as exc:
                 message = explain_invalid(schema, str(exc)) if schema else str(exc)
                 return Refusal(422, message).response()
             except Exception as exc:
-                refusal = refusal_for(exc, expose_errors=self.expose_errors, write=write,
-                                      retry_after=self.retry_after)
+                refusal = self.ctx.refusal(exc, write=write)
                 if isinstance(exc, StreamStateError) and refusal.status == 409:
                     refusal.message = await self._state_message(stream_id, exc)
                 return refusal.response()
@@ -90,7 +82,7 @@ class JSONRoutes:
         the next page, null on the last. 501 for a log written before ``list_streams``."""
         log = self.app.log
         try:
-            await self.check_access(request, "", "read")
+            await self.ctx.check_access(request, "", "read")
             limit = _limit(request.query_params.get("limit"))
             after = request.query_params.get("after", "")
             if not capabilities_of(log).listing:  # a third-party log from before the method
@@ -101,17 +93,16 @@ class JSONRoutes:
             more = len(found) > limit or (len(found) == limit == MAX_LIST_LIMIT and bool(
                 await log.list_streams(after=found[-1].stream_id, limit=1)))
         except Exception as exc:
-            return refusal_for(exc, expose_errors=self.expose_errors,
-                               retry_after=self.retry_after).response()
+            return self.ctx.response(exc)
         page = [info_json(info) for info in found[:limit]]
         return json_response({"streams": page, "next": page[-1]["streamId"] if more else None})
 
     async def metrics(self, request: Request) -> Response:
         """``GET /metrics``: Prometheus text, authorized as a read (``stream_id`` "")."""
         try:
-            await self.check_access(request, "", "read")
+            await self.ctx.check_access(request, "", "read")
         except Exception as exc:
-            return refusal_for(exc, expose_errors=self.expose_errors).response()
+            return self.ctx.response(exc)
         return Response(self.app.metrics_text(), media_type=CONTENT_TYPE)
 
     async def openapi(self, request: Request) -> Response:

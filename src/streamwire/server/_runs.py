@@ -20,25 +20,22 @@ gets the run id (a run's stream has the run's id).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..errors import RunError, UnknownAgentError
+from ..errors import UsageError
 from ..runs import Runs
 from ..runs._record import RunRecord
-from ._http import Refusal, encode_json, read_body, refusal_for
-from ._sse import Receive, Scope, Send
+from ._asgi import Receive, Scope, Send
+from ._auth import Access
+from ._context import RawRoute, RouteContext, StreamHandler
+from ._http import Refusal, encode_json, read_body
 
-__all__ = ["runs_openapi_paths", "runs_routes"]
-
-_Access = Literal["read", "write"]
-CheckAccess = Callable[[Request, str, _Access], Awaitable[None]]
-ServeSSE = Callable[[Scope, Receive, Send, str], Awaitable[None]]
+__all__ = ["RunsAPI", "runs_openapi_paths"]
 
 #: Characters of a run id: it is a URL path segment and a key in every backend.
 _ID_CHARS: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~:")
@@ -70,15 +67,15 @@ def _created(record: RunRecord, status: int, **extra: object) -> Response:
                     media_type="application/json")
 
 
-class _RunsAPI:
-    def __init__(self, runs: Runs, check_access: CheckAccess, serve_sse: ServeSSE, *,
-                 max_body: int, max_id: int, expose_errors: bool) -> None:
+class RunsAPI:
+    """The runs API's routes over ``runs`` (``serve_sse``: the app's stream route)."""
+
+    def __init__(self, runs: Runs, ctx: RouteContext, serve_sse: StreamHandler) -> None:
         self.runs = runs
-        self.check_access = check_access
+        self.ctx = ctx
         self.serve_sse = serve_sse
-        self.max_body = max_body
-        self.max_id = max_id
-        self.expose_errors = expose_errors
+        self.max_body = ctx.settings.max_body_size
+        self.max_id = ctx.settings.max_stream_id_length
 
     def check_id(self, run_id: str, what: str = "run id") -> str:
         if not run_id or len(run_id) > self.max_id or not _ID_CHARS.issuperset(run_id):
@@ -87,26 +84,31 @@ class _RunsAPI:
                                f"{run_id[:40]!r}")
         return run_id
 
-    def route(self, handler: Callable[[Request], Awaitable[Response]]
-              ) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except RunError as exc:  # typed for clients: the class name is the code
-                body: dict[str, Any] = {"error": str(exc), "status": exc.status_hint,
-                                        "code": type(exc).__name__}
-                if isinstance(exc, UnknownAgentError):
-                    body.update(agent=exc.agent, agents=exc.agents)
-                return Response(encode_json(body), exc.status_hint, media_type="application/json")
-            except Exception as exc:
-                return refusal_for(exc, expose_errors=self.expose_errors).response()
+    def routes(self) -> list[Route]:
+        ctx = self.ctx
+        return [
+            Route("/runs", ctx.route(self.start), methods=["POST"]),
+            Route("/runs/{run_id}/resume", ctx.route(self.resume), methods=["POST"]),
+            Route("/runs/{run_id}/stop", ctx.route(self.stop), methods=["POST"]),
+            Route("/runs/{run_id}/status", ctx.route(self.status), methods=["GET"]),
+            Route("/runs/{run_id}/sse", RawRoute(self.sse, "run_id"), methods=["GET"]),
+        ]
 
-        return endpoint
-
-    async def _run_id(self, request: Request, access: _Access) -> str:
-        run_id = self.check_id(request.path_params["run_id"])
-        await self.check_access(request, run_id, access)
+    async def run_id(self, request: Request, access: Access, run_id: str | None = None) -> str:
+        run_id = self.check_id(request.path_params["run_id"] if run_id is None else run_id)
+        await self.ctx.check_access(request, run_id, access)
         return run_id
+
+    async def sse(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
+        """``GET /runs/{id}/sse``: the stream route itself, once the run is known."""
+        request = Request(scope, receive)
+        try:
+            run_id = await self.run_id(request, "read", run_id)
+            record = await self.runs.get(run_id)
+        except Exception as exc:
+            await self.ctx.refuse(send, exc, headers=self.ctx.cors_headers(request))
+            return
+        await self.serve_sse(scope, receive, send, record.stream_id)
 
     async def start(self, request: Request) -> Response:
         body = _start_decoder.decode(await read_body(request, self.max_body))
@@ -114,63 +116,37 @@ class _RunsAPI:
         if key is not None and body.run_id is not None and key != body.run_id:
             raise Refusal(400, "the Idempotency-Key header and runId differ; send one of them")
         run_id = self.check_id(body.run_id or key or _new_id())
-        await self.check_access(request, run_id, "write")
-        record, created = await self.runs.start(body.agent, body.input, run_id)
+        await self.ctx.check_access(request, run_id, "write")
+        try:
+            record, created = await self.runs.start(body.agent, body.input, run_id)
+        except UsageError:  # the only one Runs.start raises: it is not running
+            raise self.ctx.not_running() from None
         return _created(record, 201 if created else 200)
 
     async def resume(self, request: Request) -> Response:
-        run_id = await self._run_id(request, "write")
+        run_id = await self.run_id(request, "write")
         body = _resume_decoder.decode(await read_body(request, self.max_body))
         self.check_id(body.resume_id, "resumeId")
-        record, resumed = await self.runs.resume(run_id, body.input, body.resume_id)
+        try:
+            record, resumed = await self.runs.resume(run_id, body.input, body.resume_id)
+        except UsageError:
+            raise self.ctx.not_running() from None
         return _created(record, 200, resumed=resumed)
 
     async def stop(self, request: Request) -> Response:
-        run_id = await self._run_id(request, "write")
+        run_id = await self.run_id(request, "write")
         await self.runs.stop(run_id)
         return Response(encode_json(await self.runs.status(run_id)), 200,
                         media_type="application/json")
 
     async def status(self, request: Request) -> Response:
-        run_id = await self._run_id(request, "read")
+        run_id = await self.run_id(request, "read")
         return Response(encode_json(await self.runs.status(run_id)), 200,
                         media_type="application/json")
 
 
-class _RunSSE:
-    """``GET /runs/{id}/sse``: the stream endpoint itself, once the run is known (raw ASGI)."""
-
-    def __init__(self, api: _RunsAPI) -> None:
-        self.api = api
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
-        try:
-            run_id = await self.api._run_id(request, "read")  # pyright: ignore[reportPrivateUsage]
-            record = await self.api.runs.get(run_id)
-        except Exception as exc:
-            response = refusal_for(exc, expose_errors=self.api.expose_errors).response()
-            await response(scope, receive, send)
-            return
-        await self.api.serve_sse(scope, receive, send, record.stream_id)
-
-
 def _new_id() -> str:
     return uuid.uuid4().hex
-
-
-def runs_routes(runs: Runs, *, check_access: CheckAccess, serve_sse: ServeSSE, max_body: int,
-                max_id: int, expose_errors: bool) -> list[Route]:
-    """The runs API's routes over ``runs``."""
-    api = _RunsAPI(runs, check_access, serve_sse, max_body=max_body, max_id=max_id,
-                   expose_errors=expose_errors)
-    return [
-        Route("/runs", api.route(api.start), methods=["POST"]),
-        Route("/runs/{run_id}/resume", api.route(api.resume), methods=["POST"]),
-        Route("/runs/{run_id}/stop", api.route(api.stop), methods=["POST"]),
-        Route("/runs/{run_id}/status", api.route(api.status), methods=["GET"]),
-        Route("/runs/{run_id}/sse", _RunSSE(api), methods=["GET"]),
-    ]
 
 
 def runs_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,156 @@
+"""uvicorn's undocumented parts streamwire relies on, each checked against the installed version.
+
+Two reach-ins, both with no public route:
+
+* **The connection's transport** (``resettable_transport``, ``reset_connection``). ASGI has no
+  message that aborts a response. When an app raises, or returns before its body is complete,
+  uvicorn calls ``transport.close()``, and an asyncio transport closes only once its write buffer
+  is flushed: to a peer that never reads, never. The socket, the buffered bytes and uvicorn's
+  connection then stay for as long as the peer stays, so evicting a reader that does not read
+  would free nothing. ``reset_connection`` aborts instead: the write buffer is dropped and the
+  socket closed with ``SO_LINGER`` 0, so the kernel sends RST and keeps no unsent data either.
+  The way in: uvicorn's ASGI ``send`` is a bound method of the request cycle object, whose
+  ``transport`` attribute is the connection's ``asyncio.Transport`` (the h11 and httptools
+  protocols alike). Used only on the versions in ``_UVICORN_TESTED`` and only when that shape is
+  there; anywhere else (granian, a ``send`` wrapped by middleware, another uvicorn) the functions
+  return None / False and the caller closes the connection the ordinary way (the fallback), with
+  one warning naming the version. ``tests/test_server_hardening.py`` fails when the installed
+  uvicorn no longer has the shape.
+* **``uvicorn.Server.handle_exit``** (``ExitHookServer``): the method uvicorn's signal handlers call
+  (documented only in its source). It is overridden to run a callback on the server's loop first;
+  ``ExitHookServer`` checks at construction that the installed ``uvicorn.Server`` still has it
+  (and ``serve``) with the parameters used here, and raises a ``RuntimeError`` naming the version
+  if not, so a moved method fails at start-up, not at the first signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import inspect
+import logging
+import socket
+import struct
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, Final, Protocol
+
+import uvicorn
+
+__all__ = ["ExitHookServer", "Transport", "reset_connection", "resettable_transport",
+           "uvicorn_version"]
+
+logger = logging.getLogger("streamwire.server")
+
+#: uvicorn versions (major, minor) whose request cycle was checked to hold ``transport`` and whose
+#: ``Server`` has ``handle_exit(sig, frame)`` and ``serve(sockets)``: from 0.30 up to, not
+#: including, 1.0.
+_UVICORN_TESTED: Final = ((0, 30), (1, 0))
+_LINGER_ZERO: Final = struct.pack("ii", 1, 0)
+_TRANSPORT_METHODS: Final = ("abort", "get_extra_info", "get_write_buffer_size",
+                             "get_write_buffer_limits")
+
+_version_ok: bool | None = None
+
+
+class Transport(Protocol):
+    """What streamwire uses of a connection's transport: asyncio's own, or uvloop's (which does
+    not derive from ``asyncio.Transport``)."""
+
+    def abort(self) -> None: ...
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
+
+    def get_write_buffer_size(self) -> int: ...
+
+    def get_write_buffer_limits(self) -> tuple[int, int]: ...
+
+
+def uvicorn_version() -> tuple[int, int]:
+    """The installed uvicorn's (major, minor); (-1, -1) when it cannot be read."""
+    try:
+        parts = importlib.metadata.version("uvicorn").split(".")
+        return int(parts[0]), int(parts[1])
+    except (importlib.metadata.PackageNotFoundError, ValueError, IndexError):
+        return -1, -1
+
+
+def _tested() -> bool:
+    global _version_ok
+    if _version_ok is None:
+        version = uvicorn_version()
+        low, high = _UVICORN_TESTED
+        _version_ok = low <= version < high
+        if not _version_ok:
+            logger.warning("uvicorn %s.%s is outside the versions streamwire resets evicted "
+                           "connections on; they are closed the ordinary way", *version)
+    return _version_ok
+
+
+def resettable_transport(send: Callable[..., Any]) -> Transport | None:
+    """The transport under uvicorn's ASGI ``send`` (asyncio's or uvloop's), or None when
+    ``send`` is anything else (another server, or wrapped by middleware)."""
+    owner = getattr(send, "__self__", None)
+    if owner is None or not type(owner).__module__.startswith("uvicorn.protocols.http."):
+        return None
+    if not _tested():
+        return None
+    transport = getattr(owner, "transport", None)
+    if isinstance(transport, asyncio.Transport) or (
+            transport is not None and all(hasattr(transport, m) for m in _TRANSPORT_METHODS)):
+        return transport
+    return None
+
+
+def reset_connection(send: Callable[..., Any]) -> bool:
+    """Abort the connection under ``send`` at once: no flush, RST to the peer. Returns False when
+    the server gives no way to do it (then close it the ordinary way)."""
+    transport = resettable_transport(send)
+    if transport is None:
+        return False
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        # already closed, or not a TCP socket: abort() still drops the buffer
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
+    transport.abort()
+    return True
+
+
+def _check_server_shape() -> None:
+    """Refuse to start on a uvicorn whose ``Server`` lost the methods ``ExitHookServer`` overrides."""
+    wanted = {"handle_exit": ["self", "sig", "frame"], "serve": ["self", "sockets"]}
+    for name, params in wanted.items():
+        method = getattr(uvicorn.Server, name, None)
+        try:
+            found = list(inspect.signature(method).parameters) if method is not None else None
+        except (TypeError, ValueError):
+            found = None
+        if found != params:
+            major, minor = uvicorn_version()
+            raise RuntimeError(
+                f"uvicorn {major}.{minor}: uvicorn.Server.{name} is not {name}"
+                f"({', '.join(params[1:])}) any more (found {found}); streamwire's DrainingServer "
+                "overrides it to drain open streams on a signal. Install uvicorn>=0.30,<1.0, or "
+                "serve the app another way and call drain() yourself")
+
+
+class ExitHookServer(uvicorn.Server):
+    """A ``uvicorn.Server`` that runs ``on_exit()`` on its event loop as soon as it is told to exit
+    (SIGINT / SIGTERM, or ``handle_exit`` called from any thread), before uvicorn's own shutdown."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        _check_server_shape()
+        super().__init__(config)
+        self._on_exit = on_exit
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._on_exit)
