@@ -45,7 +45,7 @@ from types import FrameType
 from typing import Any, cast
 
 from ..log import StreamLog
-from ._options import CommandLineError, whole_number
+from ._options import CommandLineError, seconds
 
 __all__ = ["app_from_env", "configure", "open_log", "run"]
 
@@ -118,13 +118,6 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                    help="bearer token for writes (default: $STREAMWIRE_TOKEN, else a random one "
                         "printed at start)")
     p.add_argument("--protect-reads", action="store_true", help="require the token for reads too")
-    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
-                   help="allow browser requests from ORIGIN (repeatable; * for any)")
-    p.add_argument("--heartbeat", type=float, default=15.0, help="seconds between heartbeats")
-    p.add_argument("--grace", type=float, default=5.0,
-                   help="seconds to wait for streams to close on shutdown")
-    p.add_argument("--send-timeout", type=float, default=30.0,
-                   help="seconds a reader may leave a write blocked before it is evicted")
     p.add_argument("--writer-timeout", type=float, default=None, metavar="SECONDS",
                    help="seconds a stream's writer may stay silent (no append, no keepalive) "
                         "before its stream fails with WRITER_GONE (default: the log's, 30)")
@@ -137,26 +130,33 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--app-dir", default=".", metavar="DIR",
                    help="look for --agent modules in DIR first, as uvicorn's --app-dir "
                         "(default: the current directory)")
-    p.add_argument("--run-lease", type=float, default=30.0, metavar="SECONDS",
-                   help="seconds before the runs of a dead worker end WORKER_LOST (default 30)")
+    p.add_argument("--run-lease", type=_positive, default=None, metavar="SECONDS",
+                   help="seconds before the runs of a dead worker end WORKER_LOST (default: half "
+                        "the log's writer timeout, at most 30)")
+    p.add_argument("--stop-grace", type=_not_negative, default=None, metavar="SECONDS",
+                   help="seconds a stopped run's agent has to end before its run ends "
+                        "interrupted anyway and the agent is abandoned (default 5)")
+    p.add_argument("--run-timeout", type=_positive, default=None, metavar="SECONDS",
+                   help="seconds one agent call may run before its run fails TIMEOUT "
+                        "(default: no limit; an agent's own @agent_options(run_timeout=) wins)")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
                    help="event loop: uvloop (pip install 'streamwire[uvloop]'), asyncio, or auto "
                         "(default: uvloop when installed, else asyncio)")
-    # None: streamwire.server's DEFAULT_MAX_CONNECTIONS[_PER_STREAM] (imported by _serve, not
-    # here, so that `streamwire --version` does not load the web stack; a test checks the help)
-    p.add_argument("--max-connections", type=_at_least_one, default=None, metavar="N",
-                   help="open SSE connections per server; past it a reader gets 503 "
-                        "(default 10,000)")
-    p.add_argument("--max-connections-per-stream", type=_at_least_one, default=None, metavar="N",
-                   help="open SSE connections per stream; past it a reader gets 429 "
-                        "(default 1,000)")
-    p.add_argument("--max-backlog-bytes", type=_at_least_one, default=None, metavar="N",
-                   help="bytes a reader sharing its stream's reader may leave untaken before it "
-                        "is evicted and re-attaches (default 4 MiB)")
+    # every option of the server itself: one flag per ServerSettings field, its help and
+    # default from there (streamwire.server._settings, which imports no web stack)
+    from ..server._settings import add_arguments
+
+    add_arguments(p)
+
+_not_negative = seconds
 
 
-#: An ``int`` >= 1 (argparse reports the error with the option's name and exits 2).
-_at_least_one = whole_number(1)
+def _positive(text: str) -> float:
+    """An argparse type: a number of seconds > 0 (argparse names the option and exits 2)."""
+    value = seconds(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
 
 
 def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -190,28 +190,17 @@ def _loop_line(choice: str) -> str:
 
 async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
     from ..runs import Runs
-    from ..server import (
-        DEFAULT_MAX_BACKLOG_BYTES,
-        DEFAULT_MAX_CONNECTIONS,
-        DEFAULT_MAX_CONNECTIONS_PER_STREAM,
-        bearer_token,
-        create_app,
-        uvicorn_server,
-    )
+    from ..server import StreamApp, bearer_token, uvicorn_server
+    from ..server._settings import settings_from_args
 
     print(f"streamwire serve: {_loop_line(args.loop)}", file=sys.stderr, flush=True)
-    runs = Runs(log, args.agents, lease_time=args.run_lease) if args.agents else None
-    per_server = args.max_connections
-    per_stream = args.max_connections_per_stream
-    backlog = args.max_backlog_bytes
-    app = create_app(log, authorize=bearer_token(token, protect_reads=args.protect_reads),
-                     heartbeat_interval=args.heartbeat or None, cors_origins=args.cors_origin,
-                     shutdown_grace_period=args.grace, send_timeout=args.send_timeout,
-                     max_connections=DEFAULT_MAX_CONNECTIONS if per_server is None else per_server,
-                     max_connections_per_stream=(DEFAULT_MAX_CONNECTIONS_PER_STREAM
-                                                 if per_stream is None else per_stream),
-                     max_backlog_bytes=DEFAULT_MAX_BACKLOG_BYTES if backlog is None else backlog,
-                     agents=runs, chat_agent=next(iter(runs.agents)) if runs is not None else None)
+    run_options: dict[str, Any] = {"lease_time": args.run_lease, "run_timeout": args.run_timeout}
+    if args.stop_grace is not None:
+        run_options["stop_grace"] = args.stop_grace
+    runs = Runs(log, args.agents, **run_options) if args.agents else None
+    app = StreamApp(log, settings_from_args(args),
+                    authorize=bearer_token(token, protect_reads=args.protect_reads),
+                    agents=runs, chat_agent=next(iter(runs.agents)) if runs is not None else None)
     server = uvicorn_server(app, host=args.host, port=args.port, log_level=args.log_level,
                             access_log=args.access_log, log_config=None)
     async with contextlib.AsyncExitStack() as stack:
