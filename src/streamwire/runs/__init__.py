@@ -47,6 +47,7 @@ from ._service import (
     Runs,
 )
 from ._store import MemoryRunStore, RunStore, store_for
+from ._tools import ChatEmitter, ToolCall, ToolCallError, step_finish, step_start, tool_call
 
 __all__ = [
     "DEFAULT_LEASE_TIME",
@@ -60,6 +61,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentOptions",
+    "ChatEmitter",
     "Completed",
     "MemoryRunStore",
     "Paused",
@@ -69,11 +71,16 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "Runs",
+    "ToolCall",
+    "ToolCallError",
     "agent_options",
     "load_agent",
     "outcome_from_status",
     "outcome_from_terminal",
+    "step_finish",
+    "step_start",
     "store_for",
+    "tool_call",
 ]
 
 publish(globals(), __all__)
