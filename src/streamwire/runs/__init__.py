@@ -10,6 +10,11 @@ stream underneath (the remote-agent protocol of wire v2, ``../shared/seeds/000_*
     async with Runs(log, [chat]) as runs:          # or create_app(log, agents=[chat])
         record, created = await runs.start("chat", {"prompt": "hi"}, run_id="r1")
 
+A chat agent calls tools with ``await run.tool_call(name, input, execute=...)`` (the call's
+chat events, in the order the AI SDK's tool part needs; ``ToolCall`` event by event) and moves to
+the next step of its tool loop with ``run.next_step()`` (``step_finish``/``step_start`` go out
+with its next emit).
+
 A run's chunks go to the stream whose id is the run id; its record (status ``running``,
 ``paused``, ``completed``, ``interrupted`` or ``failed``, the input, output, state, usage, error
 and the worker's lease) goes to the same backend as the streams (``store_for(log)``). Whatever
