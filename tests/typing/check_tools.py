@@ -123,6 +123,10 @@ async def helpers(run: RunContext[Chat], mine: RunContext[MyChat]) -> None:
         await tool_call(run, "t", 1, execute=execute)
     except ToolCallError as exc:
         assert_type(exc.error_text, str)
+    # the same helper as a method of the run
+    assert_type(await run.tool_call("get_weather", {"city": "Paris"}, execute=execute), Any)
+    assert_type(await mine.tool_call("t", 1, execute=execute, call_id="c2", title="T"), Any)
+    assert_type(run.next_step(), int)
 
 
 # --- negative: each line must keep its error in both checkers ---------------------------------
@@ -157,3 +161,11 @@ def wrong_emitters(run: RunContext[Billing]) -> None:
     # a run of a contract without the chat events cannot take them
     emitter: ChatEmitter = run  # type: ignore[assignment]  # pyright: ignore[reportAssignmentType]
     del emitter
+
+
+async def wrong_tool_call_run(run: RunContext[Billing]) -> None:
+    async def execute(args: Any) -> Any:
+        return args
+
+    # run.tool_call is offered only to runs whose contract has the chat events
+    await run.tool_call("t", 1, execute=execute)  # type: ignore[misc]  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]

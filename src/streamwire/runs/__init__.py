@@ -10,6 +10,11 @@ stream underneath (the remote-agent protocol of wire v2, ``../shared/seeds/000_*
     async with Runs(log, [chat]) as runs:          # or create_app(log, agents=[chat])
         record, created = await runs.start("chat", {"prompt": "hi"}, run_id="r1")
 
+A chat agent calls tools with ``await run.tool_call(name, input, execute=...)`` (the call's
+chat events, in the order the AI SDK's tool part needs; ``ToolCall`` event by event) and moves to
+the next step of its tool loop with ``run.next_step()`` (``step_finish``/``step_start`` go out
+with its next emit).
+
 A run's chunks go to the stream whose id is the run id; its record (status ``running``,
 ``paused``, ``completed``, ``interrupted`` or ``failed``, the input, output, state, usage, error
 and the worker's lease) goes to the same backend as the streams (``store_for(log)``). Whatever
@@ -47,6 +52,7 @@ from ._service import (
     Runs,
 )
 from ._store import MemoryRunStore, RunStore, store_for
+from ._tools import ChatEmitter, ToolCall, ToolCallError, step_finish, step_start, tool_call
 
 __all__ = [
     "DEFAULT_LEASE_TIME",
@@ -60,6 +66,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentOptions",
+    "ChatEmitter",
     "Completed",
     "MemoryRunStore",
     "Paused",
@@ -69,11 +76,16 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "Runs",
+    "ToolCall",
+    "ToolCallError",
     "agent_options",
     "load_agent",
     "outcome_from_status",
     "outcome_from_terminal",
+    "step_finish",
+    "step_start",
     "store_for",
+    "tool_call",
 ]
 
 publish(globals(), __all__)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from typing import (
+    TYPE_CHECKING,
     Any,
     Generic,
     TypeAlias,
@@ -19,10 +20,14 @@ from typing import (
 
 import msgspec
 
+from ..chat import TOOL_TRANSITIONS, Chat, ToolCallState, advance_tool_call
 from ..contract import BoundEvent, Contract, Message
 from ..errors import PayloadError, RunEndedError, UsageError
 from ..frames import decode_message_chunk, encode_message_chunk
 from ..log import StreamLog
+
+if TYPE_CHECKING:
+    from ._tools import ChatEmitter
 
 __all__ = ["Agent", "AgentError", "Completed", "Paused", "RunContext", "agent_contract",
            "end_context", "load_agent"]
@@ -75,16 +80,26 @@ class RunContext(Generic[C]):
     ``PayloadError``, and once the agent's call has ended (a task it left behind emits) a
     ``RunEndedError``; nothing reaches the stream then. Uncaught, each fails the run
     ``AGENT_ERROR`` like any exception.
+
+    A tool event (``streamwire.chat.TOOL_TRANSITIONS``) out of its call's order (a delta before
+    its start, a second output...) is a ``UsageError`` too, with nothing appended. When the
+    contract is ``Chat`` (or extends it), ``next_step()`` puts the step boundary on the wire: the
+    next ``emit``/``emit_many`` sends ``step_finish`` (at the old step) and ``step_start`` (at the
+    new one) in the same batch as its messages; an agent that ends right after ``next_step()``
+    adds no empty step.
     """
 
-    __slots__ = ("_contract", "_ended", "_log", "agent", "input", "resume_input", "resumed",
-                 "run_id", "state", "step", "stream_id")
+    __slots__ = ("_boundary", "_chat", "_contract", "_ended", "_log", "_tool_calls", "agent",
+                 "input", "resume_input", "resumed", "run_id", "state", "step", "stream_id")
 
     def __init__(self, log: StreamLog, *, run_id: str, agent: str, stream_id: str, input: Any,
                  state: Any = None, resume_input: Any = None, resumed: bool = False,
                  step: int = 0, contract: type[Contract] | None = None) -> None:
         self._log = log
         self._contract = contract
+        self._chat = contract is not None and issubclass(contract, Chat)
+        self._boundary: int | None = None  # the step a pending step_finish closes
+        self._tool_calls: dict[str, ToolCallState] = {}
         self._ended = False
         self.run_id = run_id
         self.agent = agent
@@ -98,13 +113,31 @@ class RunContext(Generic[C]):
     async def emit(self, msg: Message[C, Any]) -> int:
         """Append ``msg`` to the run's stream; returns its sequence. Raises ``PayloadError``,
         ``UsageError`` or ``RunEndedError`` (see the class) with nothing appended."""
-        return await self._log.append(self.stream_id, self.step, self._chunk(msg))
+        if self._boundary is None and not _is_tool_event(msg):
+            return await self._log.append(self.stream_id, self.step, self._chunk(msg))
+        return (await self.emit_many([msg]))[-1]
 
     async def emit_many(self, msgs: Iterable[Message[C, Any]]) -> list[int]:
         """Append several messages at once (one atomic batch); returns their sequences. Every
         message is checked first: one bad message appends none."""
+        msgs = list(msgs)
         batch = [(self.step, self._chunk(m)) for m in msgs]
-        return await self._log.append_many(self.stream_id, batch) if batch else []
+        if not batch:
+            return []
+        calls = self._tool_calls
+        if any(_is_tool_event(m) for m in msgs):
+            calls = dict(calls)
+            for m in msgs:
+                if _is_tool_event(m):
+                    advance_tool_call(calls, m.name, m.data)  # UsageError: nothing appended
+        old = self._boundary
+        if old is not None:
+            batch[:0] = [(old, encode_message_chunk(Chat.step_finish({}))),
+                         (self.step, encode_message_chunk(Chat.step_start({})))]
+        seqs = await self._log.append_many(self.stream_id, batch)
+        self._tool_calls = calls
+        self._boundary = None
+        return seqs[2:] if old is not None else seqs
 
     def _chunk(self, msg: Message[Any, Any]) -> bytes:
         """The chunk that carries ``msg``, checked as a reader of the contract would read it."""
@@ -129,9 +162,23 @@ class RunContext(Generic[C]):
         return chunk
 
     def next_step(self) -> int:
-        """Start the next step (a tool-loop round); returns it."""
+        """Start the next step (a tool-loop round); returns it. For a ``Chat`` run, the next
+        emit sends the step boundary first (``step_finish``, ``step_start``: see the class)."""
+        if self._chat and self._boundary is None:
+            self._boundary = self.step
         self.step += 1
         return self.step
+
+    async def tool_call(self: ChatEmitter, name: str, input: Any, *,
+                        execute: Callable[[Any], Awaitable[Any]], call_id: str | None = None,
+                        title: str | None = None) -> Any:
+        """Call the tool ``name`` with ``input`` through ``execute``, emitting the call as chat
+        events; returns ``execute``'s result (``streamwire.runs.tool_call``: raises
+        ``ToolCallError`` when the tool fails). For runs whose contract is ``Chat`` (or
+        extends it)."""
+        from ._tools import tool_call
+
+        return await tool_call(self, name, input, execute=execute, call_id=call_id, title=title)
 
     def pause(self, state: Any = None) -> Paused:
         """``return run.pause(state)`` pauses the run with ``state``."""
@@ -143,6 +190,14 @@ class RunContext(Generic[C]):
 
 def _is_message(value: object) -> bool:
     return isinstance(value, Message)
+
+
+def _is_tool_event(value: object) -> bool:
+    """``value`` is a message of one of ``Chat``'s tool events (``TOOL_TRANSITIONS``)."""
+    if not _is_message(value):
+        return False
+    msg = cast("Message[Any, Any]", value)
+    return msg.name in TOOL_TRANSITIONS and Chat.events().get(msg.name) is msg.event
 
 
 def end_context(ctx: RunContext[Any]) -> None:

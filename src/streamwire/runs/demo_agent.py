@@ -6,6 +6,10 @@ word by word in ``chunk``, ``sources``, ``usage`` and ``done``. ``input.pace`` i
 between words (default 0.02). A prompt containing ``/fail`` raises halfway, ``/pause`` pauses
 halfway (``POST /runs/{id}/resume`` continues it where it stopped; the resume input's ``prompt``,
 if any, is acknowledged first) and ``/slow`` streams for about 20 seconds.
+
+A prompt containing ``/tool`` answers in two steps: step 1 calls the tool ``get_weather`` with
+``{"city": "Paris"}`` (``run.tool_call``: the input streamed in deltas, then the output), step 2
+(``run.next_step()``: ``step_finish``, ``step_start`` on the wire) streams the answer's text.
 """
 
 from __future__ import annotations
@@ -19,11 +23,13 @@ import anyio
 from ..chat import Chat, SourceLink
 from ._context import Completed, Paused, RunContext
 
-__all__ = ["DEFAULT_PACE", "demo", "demo_reply"]
+__all__ = ["DEFAULT_PACE", "TOOL_ANSWER", "demo", "demo_reply", "get_weather"]
 
 #: Seconds between two words of the reply.
 DEFAULT_PACE: Final = 0.02
 _SLOW_SECONDS: Final = 20.0
+#: The text of the ``/tool`` reply's second step.
+TOOL_ANSWER: Final = "It is 18 °C in Paris."
 
 _SENTENCES: Final = (
     "A run is an agent call whose reply is written, chunk by chunk, into a durable stream.",
@@ -71,6 +77,8 @@ async def demo(run: RunContext[Chat]) -> Completed | Paused:
     pace = float(data.get("pace", DEFAULT_PACE))
     if "/slow" in prompt:
         pace = _SLOW_SECONDS / len(words)
+    if "/tool" in prompt and not run.resumed:
+        return await _tool_reply(run, prompt, pace)
     half = len(words) // 2
     start = 0
     if run.resumed:
@@ -81,7 +89,6 @@ async def demo(run: RunContext[Chat]) -> Completed | Paused:
             await run.emit(Chat.progress({"chunk": f"resumed with: {resume['prompt']}"}))
     else:
         await _opening(run, prompt)
-    run.next_step()
     for i in range(start, len(words)):
         if i == half and not run.resumed:
             if "/fail" in prompt:
@@ -99,6 +106,34 @@ async def demo(run: RunContext[Chat]) -> Completed | Paused:
     await run.emit(Chat.done({"done": True, "messageId": f"{run.run_id}-assistant",
                               "userMessageId": f"{run.run_id}-user", "reason": "complete"}))
     return Completed(output={"text": "".join(words)}, usage=usage)
+
+
+async def get_weather(args: Any) -> Any:
+    """The ``/tool`` reply's tool: a fixed forecast for ``args["city"]``."""
+    return {"city": _object(args).get("city", "Paris"), "temperature": 18, "unit": "C"}
+
+
+async def _tool_reply(run: RunContext[Chat], prompt: str, pace: float) -> Completed:
+    """``/tool``: the ``get_weather`` call (step 1), then the answer's text (step 2)."""
+    await run.emit(Chat.message_start({
+        "userMessageId": f"{run.run_id}-user", "assistantMessageId": f"{run.run_id}-assistant",
+        "model": {"id": "demo", "displayName": "streamwire demo agent", "provider": "streamwire"}}))
+    await run.tool_call("get_weather", {"city": "Paris"}, execute=get_weather,
+                        call_id=f"{run.run_id}-get_weather")
+    await anyio.sleep(pace)
+    run.next_step()
+    words = TOOL_ANSWER.split(" ")
+    for i, word in enumerate(words):
+        await run.emit(Chat.chunk({"chunk": word if i == len(words) - 1 else word + " "}))
+        await anyio.sleep(pace)
+    usage = {"inputTokens": len(prompt.split()), "outputTokens": len(words),
+             "totalTokens": len(prompt.split()) + len(words)}
+    await run.emit(Chat.usage({"inputTokens": usage["inputTokens"],
+                               "outputTokens": usage["outputTokens"],
+                               "totalTokens": usage["totalTokens"]}))
+    await run.emit(Chat.done({"done": True, "messageId": f"{run.run_id}-assistant",
+                              "userMessageId": f"{run.run_id}-user", "reason": "complete"}))
+    return Completed(output={"text": TOOL_ANSWER}, usage=usage)
 
 
 def _object(value: object) -> dict[str, Any]:
