@@ -277,8 +277,13 @@ class _Tail:
         try:
             delivered = self.state.receive(frame)
         except StreamFailedError as exc:
+            if exc.recoverable and not exc.retryable:  # the same stored fail again: settle
+                self.out.say(f"{describe(exc)}; the re-attach at cursor {self.state.cursor} "
+                             "returned the same failure with no new chunk: it is stored, "
+                             "not re-attaching again")
+                return 1
             self.show(frame)
-            if exc.recoverable:
+            if exc.retryable:
                 raise
             return 1
         except StreamTruncatedError:
