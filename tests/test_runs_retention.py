@@ -222,3 +222,16 @@ async def test_serve_flags_set_the_lifetimes(tmp_path: Path) -> None:
                                            json={"resumeId": "r1", "input": {"word": "w"}})
                 assert answer.status_code == 200, answer.text
                 assert (await _settled(client, "p"))["status"] == "completed"
+
+
+def test_the_dispatcher_reads_an_expired_pause_as_its_typed_error() -> None:
+    from streamwire.client._dispatch_core import error_for
+    from streamwire.errors import PauseExpiredError, RunStateError
+
+    body = json.dumps({"error": "run 'gone' was paused too long", "code": "PauseExpiredError"})
+    error = error_for(410, body.encode(), "gone")
+    assert isinstance(error, PauseExpiredError) and isinstance(error, RunStateError)
+    assert (error.run_id, str(error)) == ("gone", "run 'gone' was paused too long")
+    assert error.status_hint == 410
+    other = error_for(410, b'{"error": "gone", "code": "Other"}', "gone")
+    assert not isinstance(other, PauseExpiredError)

@@ -14,6 +14,7 @@ import httpx
 import msgspec
 
 from ..errors import (
+    PauseExpiredError,
     ResponseStatusError,
     RetriesExhaustedError,
     RunConflictError,
@@ -70,6 +71,8 @@ def error_for(status: int, body: bytes, what: str) -> StreamwireError:
         return RunNotFoundError(what)
     if status == 409:
         return _ERRORS.get(str(data.get("code")), RunConflictError)(message)
+    if status == 410 and data.get("code") == "PauseExpiredError":
+        return PauseExpiredError(what, message=message)
     return ResponseStatusError(f"HTTP {status}: {message}", status_code=status,
                                retryable=retryable_status(status))
 

@@ -13,7 +13,7 @@ from typing import Any, Final, Literal, TypeAlias, final
 
 import msgspec
 
-from ..errors import RunConflictError, RunStateError
+from ..errors import PauseExpiredError, RunConflictError, RunStateError
 from ..frames import EndFrame, FailFrame, TerminalFrame
 
 __all__ = [
@@ -160,19 +160,6 @@ def resumed(record: RunRecord, resume_id: str, input: Any, *, owner: str, now: f
 #: ``errorDetail.code`` of a paused run whose stream expired (the log's ``paused_ttl``) before a
 #: resume came: its state is gone, the run ends ``failed`` (not recoverable).
 PAUSE_EXPIRED: Final = "PAUSE_EXPIRED"
-
-
-class PauseExpiredError(RunStateError):
-    """The paused run's stream expired (the log's ``paused_ttl``, ``serve --paused-ttl``) before
-    this resume: the run is now ``failed`` (``PAUSE_EXPIRED``); a new run starts over (410)."""
-
-    status_hint = 410
-
-    def __init__(self, run_id: str, paused_ttl: float | None = None) -> None:
-        after = f" after {paused_ttl:g} s" if paused_ttl else ""
-        super().__init__(f"run {run_id!r} was paused too long: its stream expired{after} "
-                         "(paused_ttl) and the run failed PAUSE_EXPIRED; start a new run")
-        self.run_id = run_id
 
 
 def pause_expired(record: RunRecord, *, now: float) -> RunRecord:
