@@ -230,7 +230,8 @@ def test_the_dispatcher_reads_an_expired_pause_as_its_typed_error() -> None:
 
     body = json.dumps({"error": "run 'gone' was paused too long", "code": "PauseExpiredError"})
     error = error_for(410, body.encode(), "gone")
-    assert isinstance(error, PauseExpiredError) and isinstance(error, RunStateError)
+    assert isinstance(error, PauseExpiredError)
+    assert isinstance(error, RunStateError)
     assert (error.run_id, str(error)) == ("gone", "run 'gone' was paused too long")
     assert error.status_hint == 410
     other = error_for(410, b'{"error": "gone", "code": "Other"}', "gone")
