@@ -17,6 +17,7 @@ import json
 import logging
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,7 +27,7 @@ import pytest
 from helpers import runs_agents as agents
 from helpers import runs_liveness as live
 from helpers.runs_server import AUTH, Backend, backend, free_port, serving
-from helpers.server import Item, sse
+from helpers.server import Item, log_backend, sse
 from streamwire.frames import ChunkFrame, EndFrame, FailFrame
 
 pytestmark = pytest.mark.anyio
@@ -117,6 +118,36 @@ async def test_a_quiet_agent_keeps_its_stream_for_as_long_as_its_run(backend: Ba
     assert 8 <= took < 12, took
     print(f"\n{backend.kind}: a run silent 8 s under writer_timeout=2 completed in {took:.2f} s "
           f"({len(heartbeats)} heartbeats)")
+
+
+async def test_a_tool_silent_for_a_minute_under_a_2_s_writer_timeout(tmp_path: Path) -> None:
+    """The issue's case as it stands: a tool call silent for 60 s under ``writer_timeout=2``, on
+    memory, SQLite and Redis at once (one minute in all): each run completes, and a reader that
+    attached in the middle of the silence gets both chunks, heartbeats and one ``end``."""
+    done: dict[str, tuple[list[Item], dict[str, Any]]] = {}
+
+    async def one(kind: str) -> None:
+        (tmp_path / kind).mkdir()
+        with log_backend(kind, tmp_path / kind, "minute") as made, \
+                serving(live.with_writer_timeout(made, 2), ALL, app_options=APP) as srv:
+            async with httpx.AsyncClient(base_url=srv.base, timeout=90) as client:
+                await _start(client, "quiet", "minute", {"silence": 60})
+                await _first_chunk(client, "minute")
+                await anyio.sleep(20)  # ten writer timeouts into the silence
+                items, _ = await _read(client, "minute", limit=75)
+                done[kind] = (items, await _status(client, "minute"))
+
+    async with anyio.create_task_group() as tasks:
+        for kind in ("memory", "sqlite", "redis"):
+            tasks.start_soon(one, kind)
+    for kind, (items, status) in done.items():
+        assert _words(items) == ["before ", "after"], kind
+        terminal = _terminal(items)
+        assert isinstance(terminal, EndFrame), (kind, terminal)
+        assert terminal.status == "completed", kind
+        assert status["status"] == "completed", (kind, status)
+        assert len([item for item in items if isinstance(item, str)]) >= 60, kind
+    assert sorted(done) == ["memory", "redis", "sqlite"]
 
 
 @pytest.mark.parametrize("order", ["lease-first", "writer-first"])
