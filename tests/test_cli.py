@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 import streamwire
-from conftest import require
+from conftest import REDIS_URL, purge_redis_keys, require, require_redis
 from helpers.processes import Proc, frames_until_close, free_port, process, wait_up
 from streamwire.cli import main
 from streamwire.frames import CaughtUpFrame, ChunkFrame, FailFrame
@@ -161,27 +161,18 @@ async def test_serve_sqlite_keeps_streams_across_restarts(tmp_path: Path) -> Non
 
 
 async def test_serve_redis() -> None:
-    try:
-        socket.create_connection(("127.0.0.1", 6379), timeout=0.5).close()
-        up = importlib.util.find_spec("streamwire.log.redis") is not None
-    except OSError:
-        up = False
-    require(up, "needs streamwire.log.redis and a Redis server on 127.0.0.1:6379")
+    require(importlib.util.find_spec("streamwire.log.redis") is not None,
+            "needs streamwire.log.redis")
+    require_redis()
     prefix = f"swtest-cli-{uuid.uuid4().hex[:12]}"
     argv = [sys.executable, "-m", "streamwire.cli", "serve", "--port", "0", "--token", TOKEN,
-            "--log", "redis://127.0.0.1:6379/0", "--redis-prefix", prefix]
+            "--log", REDIS_URL, "--redis-prefix", prefix]
     try:
         with process(argv) as proc:
             base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
             await check_sigterm_drains(proc, base)
     finally:
-        import redis
-
-        client = redis.Redis()
-        keys = list(client.scan_iter(f"{prefix}:*"))
-        if keys:
-            client.delete(*keys)
-        client.close()
+        purge_redis_keys(f"{prefix}:")
 
 
 async def test_plain_uvicorn_with_the_app_factory_drains_on_sigterm() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from types import ModuleType
 import httpx
 import pytest
 
-from conftest import require
+from conftest import REDIS_URL, require_redis
 from helpers.chaos_proxy import ServerThread
 from streamwire import ResponseStatusError, StreamReader, create_sse_readable
 from streamwire.chat import Chat
@@ -76,18 +75,10 @@ def test_a_producer_in_another_process() -> None:
     assert "producer: wrote 9 chunks" in done.stderr
 
 
-def _redis_up() -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
-    except OSError:
-        return False
-    return True
-
-
 @pytest.mark.redis
 def test_two_servers_on_one_redis() -> None:
-    require(_redis_up(), "needs a Redis server on 127.0.0.1:6379")
-    done = run(EXAMPLES / "redis_two_servers" / "run.py")
+    require_redis()
+    done = run(EXAMPLES / "redis_two_servers" / "run.py", REDIS_URL)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     server_a, server_b = lines[0].split()[-1], lines[1].split()[-1]

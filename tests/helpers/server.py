@@ -23,7 +23,7 @@ import anyio
 import httpx
 import pytest
 
-from conftest import require
+from conftest import REDIS_URL, purge_redis_keys, require, require_redis
 from streamwire.frames import ChunkFrame, StreamFrame, UnknownFrame, decode_stream_frame
 from streamwire.log import StreamLog
 from streamwire.log.memory import MemoryLog
@@ -31,17 +31,6 @@ from streamwire.server import DrainingServer, StreamApp, create_app, uvicorn_ser
 from streamwire.sse import SSEDecoder
 
 LogFactory = Callable[[], StreamLog]
-
-
-def redis_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 @dataclass
@@ -64,19 +53,12 @@ def log_backend(kind: str, tmp_path: Path, name: str) -> Iterator[Backend]:
         path = tmp_path / "streams.db"
         yield Backend(kind, lambda: SQLiteLog(path), f"sqlite:{path}")
     else:
-        require(importlib.util.find_spec("redis") is not None and redis_up(),
-                "needs redis-py and a Redis server on 127.0.0.1:6379")
+        require_redis()
         from streamwire.log.redis import RedisLog
 
         prefix = f"swtest-{name}-{uuid.uuid4().hex[:12]}"
         yield Backend(kind, lambda: RedisLog(REDIS_URL, prefix=prefix), REDIS_URL, prefix)
-        import redis
-
-        client = redis.Redis()
-        keys = list(client.scan_iter(f"{prefix}:*"))
-        if keys:
-            client.delete(*keys)
-        client.close()
+        purge_redis_keys(f"{prefix}:")
 
 
 @pytest.fixture(params=["memory", "sqlite", "redis"])

@@ -13,21 +13,9 @@ from typing import Any
 
 import pytest
 
-from conftest import require
+from conftest import REDIS_URL, require, require_redis
 from streamwire.log import StreamLog
 from streamwire.testing import LogFactory
-
-REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
-def _redis_answers() -> bool:
-    import socket
-
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=1):
-            return True
-    except OSError:
-        return False
 
 
 def _new_log(backend: str, tmp_path: Path, n: int, limits: dict[str, Any]) -> StreamLog:
@@ -52,7 +40,7 @@ def backend(request: pytest.FixtureRequest) -> str:
     if name == "redis":
         require(importlib.util.find_spec("streamwire.log.redis") is not None,
                 "streamwire.log.redis is not written yet")
-        require(_redis_answers(), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
+        require_redis()
     return name
 
 

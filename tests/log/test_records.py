@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import require
+from conftest import REDIS_URL, require_redis
 from streamwire.errors import LogError, UsageError
 from streamwire.log import (
     LogCapabilities,
@@ -45,7 +45,7 @@ async def _forget_records(log: StreamLog) -> None:
         return
     import redis.asyncio as aioredis
 
-    raw = aioredis.Redis()
+    raw = aioredis.Redis.from_url(REDIS_URL)
     try:
         keys = [k async for k in raw.scan_iter(match=f"{prefix}*")]
         if keys:
@@ -230,17 +230,10 @@ def test_fanout_needs_positions() -> None:
 
 
 async def test_the_redis_record_store_rides_the_logs_one_connection() -> None:
-    import socket
-
     from streamwire.log.redis import RedisLog
 
-    try:
-        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
-        up = True
-    except OSError:
-        up = False
-    require(up, "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
-    log = RedisLog(prefix=f"swtest-records-{uuid.uuid4().hex[:12]}")
+    require_redis()
+    log = RedisLog(REDIS_URL, prefix=f"swtest-records-{uuid.uuid4().hex[:12]}")
     try:
         store = record_store_of(log, "run")
         assert getattr(store, "_commands") is getattr(log, "_commands")  # noqa: B009

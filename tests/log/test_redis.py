@@ -1,9 +1,10 @@
 """RedisLog beyond the shared contract: its Redis layout, one subscription per stream per process,
 epochs, retention in Redis, many processes, and faults (killed connections, server restarts).
 
-Needs a Redis server on 127.0.0.1:6379 (``redis-server``) and, for the fault tests, the
-``redis-server`` binary (each fault test starts its own server on a free port, so the shared one
-is never killed or restarted). Without them these tests skip; in CI they fail.
+Needs a Redis server at ``STREAMWIRE_TEST_REDIS`` (default ``redis://127.0.0.1:6379/0``) and,
+for the fault tests, the ``redis-server`` binary (each fault test starts its own server on a free
+port, so the shared one is never killed or restarted). Without them these tests skip; in CI they
+fail.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import msgspec
 import pytest
 import redis.asyncio as aioredis
 
-from conftest import require
+from conftest import REDIS_URL, require, require_redis
 from streamwire.errors import LogError, StreamNotFoundError, StreamStateError, UsageError
 from streamwire.frames import (
     CaughtUpFrame,
@@ -39,7 +40,7 @@ from streamwire.log.redis import RedisLog
 
 pytestmark = [pytest.mark.redis, pytest.mark.anyio]
 
-SHARED = "redis://127.0.0.1:6379/0"
+SHARED = REDIS_URL
 HERE = Path(__file__).parent
 PROC = HERE / "redis_proc.py"
 GUARD = 30.0
@@ -60,7 +61,7 @@ def prefix() -> str:
 
 @pytest.fixture
 async def log(prefix: str) -> AsyncIterator[RedisLog]:
-    require(_answers(6379), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
+    require_redis()
     the_log = RedisLog(SHARED, prefix=prefix)
     yield the_log
     await the_log.purge()
@@ -201,7 +202,7 @@ async def test_one_subscription_per_stream_per_process(
 
 
 async def test_a_reader_whose_queue_overflows_catches_up_from_xrange(prefix: str) -> None:
-    require(_answers(6379), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
+    require_redis()
     log = RedisLog(SHARED, prefix=prefix, max_reader_queue=3)
     try:
         await log.create_stream("s")
@@ -220,7 +221,7 @@ async def test_a_reader_whose_queue_overflows_catches_up_from_xrange(prefix: str
 
 async def test_retention_trims_the_redis_stream(
         prefix: str, raw: aioredis.Redis) -> None:
-    require(_answers(6379), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
+    require_redis()
     log = RedisLog(SHARED, prefix=prefix, max_chunks_per_stream=5,
                    max_bytes_per_stream=60, max_chunk_size=50)
     try:
@@ -240,7 +241,7 @@ async def test_retention_trims_the_redis_stream(
 
 async def test_finished_streams_get_a_ttl_and_reactivate_keeps_them(
         prefix: str, raw: aioredis.Redis) -> None:
-    require(_answers(6379), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
+    require_redis()
     log = RedisLog(SHARED, prefix=prefix, finished_ttl=60)
     meta, chunks = f"{prefix}:s:{{s}}:meta", f"{prefix}:s:{{s}}:chunks"
     try:
@@ -274,7 +275,7 @@ async def test_the_stream_index_is_a_sorted_set_the_scripts_keep(
 
 async def test_expired_ids_leave_the_index_without_a_listing(
         prefix: str, raw: aioredis.Redis) -> None:
-    require(_answers(6379), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
+    require_redis()
     log = RedisLog(SHARED, prefix=prefix, finished_ttl=0.2, writer_timeout=0.5)
     ids, expiring = f"{prefix}:s:ids", f"{prefix}:s:exp"
     try:
@@ -678,13 +679,13 @@ async def test_the_redis_py_adapter_still_fits() -> None:
         writer_of,
     )
 
-    require(_answers(6379), "no Redis on 127.0.0.1:6379 (start redis-server to run these)")
+    require_redis()
     major = int(redis.__version__.split(".")[0])
     assert major in TESTED_REDIS_PY_MAJORS, (
         f"redis-py {redis.__version__} is not one streamwire/_compat/redis.py was checked "
         "against: check Connection._writer still holds the asyncio.StreamWriter, then widen "
         "TESTED_REDIS_PY_MAJORS")
-    conn = Connection(host="127.0.0.1", port=6379, protocol=2)
+    conn = Connection(**aioredis.ConnectionPool.from_url(SHARED, protocol=2).connection_kwargs)
     await conn.connect()  # type: ignore[no-untyped-call]
     try:
         writer = writer_of(conn)
