@@ -225,11 +225,12 @@ def test_d4_a_failure_closes_every_open_tool_part_before_error_and_finish() -> N
     closing = [{"type": "tool-output-error", "toolCallId": call, "errorText": "boom"}
                for call in ("streaming", "waiting", "asking")]
     assert _closings(FailFrame("boom", False)) == [
-        *closing, {"type": "finish-step"}, {"type": "error", "errorText": "boom"},
-        {"type": "finish", "finishReason": "error"}]
+        *closing, {"type": "finish-step"},
+        {"type": "data-error", "id": "error", "data": {"code": None, "recoverable": False}},
+        {"type": "error", "errorText": "boom"}, {"type": "finish", "finishReason": "error"}]
     truncated = _closings(TruncatedFrame(3))
     assert [c["type"] for c in truncated] == ["tool-output-error"] * 3 + [
-        "finish-step", "error", "finish"]
+        "finish-step", "data-error", "error", "finish"]
 
 
 def test_a_stop_closes_every_open_tool_part() -> None:
