@@ -122,6 +122,12 @@ def test_each_chat_event_maps_to_its_ui_chunks(case: str, msg: Message[Chat, Any
 
 
 #: The terminal table: the run stream's terminal -> the UI chunks after the open part is closed.
+def failed(code: str | None, *, recoverable: bool) -> dict[str, Any]:
+    """The chunk that gives a failed reply's code to the page (``metadata.error``)."""
+    return {"type": "message-metadata",
+            "messageMetadata": {"error": {"code": code, "recoverable": recoverable}}}
+
+
 TERMINAL_ROWS: list[tuple[str, Any, list[dict[str, Any]]]] = [
     ("completed", EndFrame("completed"), [{"type": "finish", "finishReason": "stop"}]),
     ("completed-reason-complete", EndFrame("completed", output={"reason": "complete"}),
@@ -143,15 +149,15 @@ TERMINAL_ROWS: list[tuple[str, Any, list[dict[str, Any]]]] = [
     ("paused", EndFrame("paused", state={"at": 3}), [{"type": "finish", "finishReason": "stop"}]),
     # D-4 in the user's words (aisdk._words), the code just before for the page's logic
     ("fail", FailFrame("the agent failed", False, {"code": "AGENT_ERROR"}),
-     [{"type": "data-error", "id": "error", "data": {"code": "AGENT_ERROR", "recoverable": False}},
+     [failed("AGENT_ERROR", recoverable=False),
       {"type": "error", "errorText": REPLY_ERROR_WORDS["AGENT_ERROR"]},
       {"type": "finish", "finishReason": "error"}]),
     ("fail-recoverable", FailFrame("worker lost", True, {"code": "WORKER_LOST"}),
-     [{"type": "data-error", "id": "error", "data": {"code": "WORKER_LOST", "recoverable": True}},
+     [failed("WORKER_LOST", recoverable=True),
       {"type": "error", "errorText": REPLY_ERROR_WORDS["WORKER_LOST"]},
       {"type": "finish", "finishReason": "error"}]),
     ("truncated", TruncatedFrame(4),
-     [{"type": "data-error", "id": "error", "data": {"code": "TRUNCATED", "recoverable": False}},
+     [failed("TRUNCATED", recoverable=False),
       {"type": "error", "errorText": REPLY_ERROR_WORDS["TRUNCATED"]},
       {"type": "finish", "finishReason": "error"}]),
 ]
@@ -171,8 +177,7 @@ def test_d4_a_failed_run_ends_with_the_error_then_finish_error_then_done() -> No
     events = sse_events(encode_all(frames))
     data = [json.loads(d) if d != "[DONE]" else d for _, d in events]
     assert data[-5:] == [{"type": "finish-step"},
-                         {"type": "data-error", "id": "error",
-                          "data": {"code": "AGENT_ERROR", "recoverable": False}},
+                         failed("AGENT_ERROR", recoverable=False),
                          {"type": "error", "errorText": REPLY_ERROR_WORDS["AGENT_ERROR"]},
                          {"type": "finish", "finishReason": "error"}, "[DONE]"]
     assert {"type": "text-end", "id": "t2"} in data, "the open text part is closed first"

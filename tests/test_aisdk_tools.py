@@ -226,11 +226,12 @@ def test_d4_a_failure_closes_every_open_tool_part_before_error_and_finish() -> N
                for call in ("streaming", "waiting", "asking")]
     assert _closings(FailFrame("boom", False)) == [
         *closing, {"type": "finish-step"},
-        {"type": "data-error", "id": "error", "data": {"code": None, "recoverable": False}},
+        {"type": "message-metadata",
+         "messageMetadata": {"error": {"code": None, "recoverable": False}}},
         {"type": "error", "errorText": "boom"}, {"type": "finish", "finishReason": "error"}]
     truncated = _closings(TruncatedFrame(3))
     assert [c["type"] for c in truncated] == ["tool-output-error"] * 3 + [
-        "finish-step", "data-error", "error", "finish"]
+        "finish-step", "message-metadata", "error", "finish"]
 
 
 def test_a_stop_closes_every_open_tool_part() -> None:
@@ -332,7 +333,8 @@ OPEN_STATES = {"input-streaming", "input-available", "approval-requested"}
 #: The keys ai@6's uiMessageChunkSchema declares for the chunk types streamwire sends.
 V6_KEYS: dict[str, set[str]] = {
     "start": {"messageId"}, "start-step": set(), "finish-step": set(), "finish": {"finishReason"},
-    "abort": {"reason"}, "error": {"errorText"}, "text-start": {"id"}, "text-delta": {"id", "delta"},
+    "abort": {"reason"}, "error": {"errorText"}, "message-metadata": {"messageMetadata"},
+    "text-start": {"id"}, "text-delta": {"id", "delta"},
     "text-end": {"id"}, "reasoning-start": {"id"}, "reasoning-delta": {"id", "delta"},
     "reasoning-end": {"id"}, "source-url": {"sourceId", "url", "title"},
     "tool-input-start": {"toolCallId", "toolName", "title"},

@@ -231,8 +231,8 @@ async def test_an_in_stream_chat_error_fails_the_run_the_d4_way(served: Served) 
         assert plain.status_code == 201
         direct = await settled(client, "r-oops")
     assert evs[-4:] == [
-        {"type": "data-error", "id": "error", "data": {"code": "AGENT_ERROR",
-                                                        "recoverable": False}},
+        {"type": "message-metadata",
+         "messageMetadata": {"error": {"code": "AGENT_ERROR", "recoverable": False}}},
         {"type": "error", "errorText": GENERIC_WORDS},
         {"type": "finish", "finishReason": "error"}, "[DONE]"]
     assert not any(e.get("finishReason") == "stop" for e in evs if isinstance(e, dict))
@@ -286,7 +286,8 @@ def test_a_failed_reply_speaks_to_its_user_and_gives_machines_the_code(
     code = (frame.error_detail or {})["code"]
     recoverable = isinstance(frame, FailFrame) and frame.recoverable
     assert chunks[-3:] == [
-        {"type": "data-error", "id": "error", "data": {"code": code, "recoverable": recoverable}},
+        {"type": "message-metadata",
+         "messageMetadata": {"error": {"code": code, "recoverable": recoverable}}},
         {"type": "error", "errorText": REPLY_ERROR_WORDS[code]},
         {"type": "finish", "finishReason": "error"}]
     assert "secret" not in json.dumps(chunks)
@@ -297,11 +298,11 @@ def test_an_agents_own_code_keeps_its_message() -> None:
     chunks = UIMessageStreamEncoder("m").chunks(FailFrame("quota exceeded", False,
                                                           {"code": "QUOTA"}))
     assert chunks[-2] == {"type": "error", "errorText": "quota exceeded"}
-    assert chunks[-3]["data"] == {"code": "QUOTA", "recoverable": False}
+    assert chunks[-3]["messageMetadata"] == {"error": {"code": "QUOTA", "recoverable": False}}
 
 
 def test_the_chat_page_shows_words_not_internal_text() -> None:
     page = (Path(__file__).resolve().parents[1] / "examples" / "chat" / "index.html").read_text()
     assert "String(error)" not in page
-    assert "data-error" in page
+    assert "metadata.error.code" in page
     assert "HTTP ${response.status}: ${await response.text()}" not in page

@@ -56,15 +56,15 @@ end completed, reason              ``finish{length}`` for ``context_limit`` (``s
 end interrupted (stopped)          ``finish-step``, ``abort{reason: interrupted}``,
                                    ``finish{stop}``: the text so far is kept
 end paused                         ``finish-step``, ``finish{stop}``
-fail (D-4)                         ``finish-step``, ``data-error{code, recoverable}``,
-                                   ``error{errorText}``, ``finish{error}``
+fail (D-4)                         ``finish-step``, ``message-metadata{error: {code,
+                                   recoverable}}``, ``error{errorText}``, ``finish{error}``
 truncated                          the same, code ``TRUNCATED``
 =================================  =============================================================
 
 ``errorText`` is in the user's words for the failure's code (``REPLY_ERROR_WORDS``: "The reply
 was interrupted by a server restart. Please send your message again."), never internal text; an
-agent's own ``AgentError`` code keeps its message. The code is for machines, in the
-``data-error`` part.
+agent's own ``AgentError`` code keeps its message. The code is for machines, in the message's
+metadata (``message.metadata.error.code``).
 
 Open text or reasoning parts are closed (``text-end``/``reasoning-end``) before ``finish-step``,
 and so are the tool parts left open (``open_tool_ending``: a ``tool-output-error`` each): at any end

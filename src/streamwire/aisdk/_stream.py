@@ -21,8 +21,8 @@ with the UI message chunks they mean (``chunks``) or with the SSE bytes of those
   ``tool-output-error``) and the open step, then ends the message: ``finish`` with the mapped
   reason (after ``abort`` for a stopped run); a ``fail`` (or ``truncated``) ends it as D-4 says:
   ``error{errorText}``, then ``finish{finishReason: "error"}``; then ``[DONE]``. The ``errorText``
-  is the user's words for the failure's code, and a ``data-error{code, recoverable}`` part comes
-  just before it for the page's logic (``_words``).
+  is the user's words for the failure's code; just before it, ``message-metadata`` gives the page's
+  logic ``metadata.error = {code, recoverable}`` (``_words``).
 
 Event ids. Every SSE event carries its position in the run's stream: the sequence of the chunk
 that produced it, and its index among that chunk's UI events (``"7"`` for the first, ``"7.1"``
@@ -338,7 +338,8 @@ class UIMessageStreamEncoder:
                 out.append({"type": "abort", "reason": "interrupted"})
             out.append({"type": "finish", "finishReason": FINISH_REASONS[reason]})
             return
-        # D-4, in the user's words (``_words``), the code for the page's logic just before
-        out.append({"type": "data-error", "id": "error", "data": reply_error_code(frame)})
+        # D-4, in the user's words (``_words``); the code for the page's logic just before
+        out.append({"type": "message-metadata",
+                    "messageMetadata": {"error": reply_error_code(frame)}})
         out.append({"type": "error", "errorText": reply_error_words(frame)})
         out.append({"type": "finish", "finishReason": "error"})

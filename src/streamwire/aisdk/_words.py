@@ -4,8 +4,9 @@ A failed run's stream ends with ``fail{error, errorDetail: {code}}``; its ``erro
 operators ("the worker running the agent shut down", or with ``expose_errors`` an exception's
 text). A chat page shows the reply's ``error`` chunk's ``errorText`` to its user, so the reply
 carries words for that user instead, by code (``REPLY_ERROR_WORDS``, the one table), and the code
-itself in a ``data-error`` part just before (``{"code", "recoverable"}``: the page's logic reads
-it, ``message.parts`` keeps it). A code the server does not make (an agent's own
+itself in the message's metadata just before (a ``message-metadata`` chunk: ``metadata.error =
+{"code", "recoverable"}``; the page's logic reads it, the message keeps it, its parts are
+untouched). The ``error`` chunk comes last because the AI SDK's ``Chat`` stops reading at it. A code the server does not make (an agent's own
 ``AgentError(message, code=...)``) keeps the writer's ``error``: that message was written for the
 client. ``tests/test_server_integrity.py`` checks that the table covers every code the server
 emits.
@@ -51,8 +52,8 @@ REPLY_ERROR_WORDS: Final[Mapping[str, str]] = MappingProxyType({
 
 
 def reply_error_code(frame: FailFrame | TruncatedFrame) -> dict[str, Any]:
-    """The ``data-error`` part's data: ``{"code", "recoverable"}`` (``code`` null when the
-    writer named none)."""
+    """``metadata.error`` of a failed reply: ``{"code", "recoverable"}`` (``code`` null when
+    the writer named none)."""
     detail = frame.error_detail or {}
     code = detail.get("code")
     recoverable = frame.recoverable if isinstance(frame, FailFrame) else False
