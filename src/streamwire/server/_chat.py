@@ -46,6 +46,7 @@ from ._asgi import Receive, Scope, Send
 from ._context import RawRoute, RouteContext
 from ._engine import Connection
 from ._http import Refusal, encode_json, read_json
+from ._openapi import NOT_JSON
 from ._wire import failure_frame
 
 __all__ = ["ChatAPI", "chat_openapi_paths"]
@@ -277,7 +278,7 @@ def chat_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
                                "trigger": {"enum": ["submit-message", "regenerate-message"]},
                                "messageId": {"type": ["string", "null"]}},
                 "additionalProperties": True}}}},
-            "responses": {"200": stream, **errors,
+            "responses": {"200": stream, **errors, "415": NOT_JSON,
                           "413": {"$ref": "#/components/responses/TooLarge"},
                           "422": {"$ref": "#/components/responses/Invalid"}}}},
         "/api/chat/{chat_id}/stream": {"get": {
@@ -295,7 +296,7 @@ def chat_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
                 "type": "object", "properties": {"runId": {"type": "string"}}}}}},
             "responses": {"200": {"description": "The run's status.", "content": {
                 "application/json": {"schema": {"type": "object"}}}},
-                **errors, "404": {"$ref": "#/components/responses/NotFound"},
+                **errors, "404": {"$ref": "#/components/responses/NotFound"}, "415": NOT_JSON,
                 "409": {"$ref": "#/components/responses/Conflict"}}}},
     }
     return {**document, "paths": {**document["paths"], **paths}}

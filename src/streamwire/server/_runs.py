@@ -39,6 +39,7 @@ from ._auth import Access
 from ._context import RawRoute, RouteContext, StreamHandler
 from ._http import Refusal, encode_json, read_json
 from ._ids import check_client_id
+from ._openapi import NOT_JSON
 
 __all__ = ["RunsAPI", "runs_openapi_paths"]
 
@@ -169,18 +170,20 @@ def runs_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
     status = {"description": "The run's status.", "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/RunStatus"}}}}
     conflict = {"409": {"$ref": "#/components/responses/Conflict"},
-                "422": {"$ref": "#/components/responses/Invalid"}}
+                "415": NOT_JSON, "422": {"$ref": "#/components/responses/Invalid"}}
     sse = document["paths"]["/streams/{stream_id}/sse"]["get"]
     paths: dict[str, Any] = {
         "/runs": {"post": {
             "summary": "Start a run, exactly once per runId (or Idempotency-Key).",
             "security": [{"bearer": []}],
             "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
-                            "schema": {"type": "string"}}],
+                            "schema": {"type": "string", "minLength": 1,
+                                       "not": {"pattern": "^chat:"}}}],
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
                 "type": "object", "required": ["agent"], "additionalProperties": False,
                 "properties": {"agent": {"type": "string"}, "input": {},
-                               "runId": {"type": "string"}}}}}},
+                               "runId": {"type": "string", "minLength": 1,
+                                         "not": {"pattern": "^chat:"}}}}}}},
             "responses": {"201": created, "200": created, **errors, **conflict}}},
         "/runs/{run_id}/resume": {"post": {
             "summary": "Resume a paused run on its stream, once per resumeId.",
