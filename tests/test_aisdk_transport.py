@@ -158,8 +158,12 @@ async def test_a_truncated_reply_raises_its_typed_error() -> None:
 
 
 async def test_a_recoverable_fail_that_stays_becomes_the_error_event() -> None:
-    lost = encode_stream_frame(FailFrame("worker lost", True, {"code": "WORKER_LOST"}))
-    with Scripted([Reply(body(REPLY[:4]) + lost)]) as srv:
+    # Each connection fails anew (another worker each time): the same fail again at the same
+    # cursor would be stored and settle after one re-attach (tests/test_client_settle.py).
+    def lost(n: int) -> bytes:
+        return encode_stream_frame(FailFrame("worker lost", True,
+                                             {"code": "WORKER_LOST", "worker": n}))
+    with Scripted([Reply(body(REPLY[:4]) + lost(n)) for n in range(4)]) as srv:
         async with (httpx.AsyncClient(timeout=10) as client,
                     AsyncChatReply(client, srv.url, retry=FAST) as reply):
             messages = [msg async for msg in reply.messages()]

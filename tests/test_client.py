@@ -403,10 +403,14 @@ async def test_the_client_says_what_it_does_while_retrying(
 @pytest.mark.anyio
 async def test_a_stream_that_keeps_failing_after_catching_up_backs_off_and_gives_up() -> None:
     # caught-up then a recoverable fail, on every connection: the delay doubles and the attempt
-    # cap applies (a caught-up right before another failure is no progress).
-    body = caught_up(0) + fail("writer gone", True, {"code": "WRITER_GONE"})
+    # cap applies (a caught-up right before another failure is no progress). Each failure is a
+    # new one (its writer differs): the same one again would be stored, and settle at once
+    # (tests/test_client_settle.py).
+    replies = [Reply(caught_up(0) + fail("writer gone", True,
+                                         {"code": "WRITER_GONE", "writer": n}))
+               for n in range(5)]
     policy = RetryPolicy(max_attempts=4, backoff_initial=0.05, backoff_max=10, jitter=0)
-    with (Scripted([Reply(body)]) as srv,
+    with (Scripted(replies) as srv,
           pytest.raises(RetriesExhaustedError, match="max_attempts=4") as info):
         await read_all(srv.url, retry=policy)
     assert isinstance(info.value.last_error, StreamFailedError)

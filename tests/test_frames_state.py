@@ -343,6 +343,7 @@ class ResumeMachine(RuleBasedStateMachine):
         self.sent = cursor  # the server's position on this connection
         self.open = True
         self.outcome: str | None = None
+        self.failed_at: int | None = None  # the cursor of the last recoverable fail
 
     def receive(self, frame: ChunkFrame | CaughtUpFrame | EndFrame | FailFrame | UnknownFrame,
                 ) -> None:
@@ -395,8 +396,15 @@ class ResumeMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.open and self.outcome is None)
     @rule()
     def recoverable_fail(self) -> None:
-        with pytest.raises(StreamFailedError):
+        # The same fail again at the same cursor is stored: it settles (RepeatedFail).
+        repeated = self.failed_at == len(self.delivered)
+        with pytest.raises(StreamFailedError) as info:
             self.receive(FailFrame("restart", True))
+        assert info.value.recoverable
+        assert info.value.retryable is not repeated
+        self.failed_at = len(self.delivered)
+        if repeated:
+            self.outcome = "fail"
         self.open = False
 
     @precondition(lambda self: not self.open and self.outcome is None)

@@ -136,10 +136,13 @@ def test_max_elapsed_gives_up_after_the_seconds_given() -> None:
 
 def test_a_recoverable_fail_backs_off_and_says_why_it_keeps_failing() -> None:
     # Each connection catches up, then fails (recoverable): the delay must grow, not start over.
-    body = b"retry: 100\n\n" + sse("caught-up", {"head": 0}) + sse(
-        "fail", {"error": "writer gone", "recoverable": True,
-                 "errorDetail": {"code": "WRITER_GONE"}})
-    with Scripted([Reply(body)]) as srv:
+    # Each failure is a new one (its writer differs, but the last): the same one again would be
+    # stored and settle at once (tests/test_client_settle.py).
+    def body(n: int) -> bytes:
+        detail = {"code": "WRITER_GONE"} if n == 4 else {"code": "WRITER_GONE", "writer": n}
+        return b"retry: 100\n\n" + sse("caught-up", {"head": 0}) + sse(
+            "fail", {"error": "writer gone", "recoverable": True, "errorDetail": detail})
+    with Scripted([Reply(body(n)) for n in range(5)]) as srv:
         done = run("tail", srv.url, "--max-attempts", "4", timeout=30)
     assert done.returncode == 1, done.stderr
     gaps = [b - a for a, b in zip(srv.times, srv.times[1:], strict=False)]

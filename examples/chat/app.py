@@ -9,8 +9,6 @@ Swap ``demo`` for your own agent (``async def agent(run: RunContext[Chat]) -> ..
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -34,15 +32,9 @@ def authorize(request: Request, name: str, access: str) -> None:
 stream_app = create_app(MemoryLog(), authorize=authorize, agents=[demo], chat_agent="demo")
 
 
-@contextlib.asynccontextmanager
-async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-    # A mounted app gets no lifespan of its own: run streamwire's (it runs the agents, and
-    # drains the open replies at shutdown).
-    async with stream_app.router.lifespan_context(stream_app):
-        yield
-
-
-app = FastAPI(lifespan=lifespan)
+# A mounted app gets no lifespan of its own: run streamwire's (it runs the agents, and drains the
+# open replies at shutdown).
+app = FastAPI(lifespan=stream_app.lifespan)
 
 
 @app.get("/", response_class=HTMLResponse)

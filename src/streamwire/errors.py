@@ -25,6 +25,7 @@
     │  ├─ UnknownAgentError          no agent with that name; .agents lists the served ones (404)
     │  ├─ RunConflictError           the run id (or resume id) is taken by another body (409)
     │  └─ RunStateError              the run's status forbids it, e.g. resuming a running run (409)
+    │     └─ PauseExpiredError       the paused run's stream expired before this resume (410)
     ├─ ResponseStatusError           (client) the server answered with an error status or not SSE
     └─ RetriesExhaustedError         (client) re-attaching hit a cap; .attempts, .elapsed, .last_error
 
@@ -42,6 +43,7 @@ __all__ = [
     "LogError",
     "LogLimitError",
     "MalformedFrameError",
+    "PauseExpiredError",
     "PayloadError",
     "ProducerEpochError",
     "ProducerSequenceError",
@@ -301,3 +303,17 @@ class RunConflictError(RunError):
 
 class RunStateError(RunError):
     """The run's status forbids the request (e.g. resuming a run that is not paused)."""
+
+
+class PauseExpiredError(RunStateError):
+    """The paused run's stream expired (the log's ``paused_ttl``, ``serve --paused-ttl``) before
+    this resume: the run is now ``failed`` (``PAUSE_EXPIRED``); a new run starts over (410)."""
+
+    status_hint = 410
+
+    def __init__(self, run_id: str, paused_ttl: float | None = None, *,
+                 message: str | None = None) -> None:
+        after = f" after {paused_ttl:g} s" if paused_ttl else ""
+        super().__init__(message or f"run {run_id!r} was paused too long: its stream expired"
+                         f"{after} (paused_ttl) and the run failed PAUSE_EXPIRED; start a new run")
+        self.run_id = run_id

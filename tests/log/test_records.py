@@ -82,11 +82,22 @@ async def test_the_record_store_primitives(make_log: LogFactory) -> None:
         assert sorted(await store.running()) == ["b"]
         assert await store.swap(_record("b", version=2, status="paused", at=300.0))
         assert await store.running() == []
-        # expire: settled records last changed before the time; running ones never
+        # expire: settled records last changed before the time; running ones never; paused
+        # ones only before paused_before
         assert await store.insert(_record("d", at=1.0)) is None
         assert await store.expire(150.0) == 1  # c
         assert await store.get("c") is None
-        assert await store.expire(math.inf) == 2  # a, b
+        assert await store.expire(math.inf) == 1  # a
+        assert await store.get("b") == _record("b", version=2, status="paused", at=300.0)
+        assert await store.expire(math.inf, paused_before=250.0) == 0
+        assert await store.expire(math.inf, paused_before=350.0) == 1  # b
+        assert await store.get("b") is None
+        # a paused record resumed is running again: out of the paused index
+        assert await store.insert(_record("e", status="paused", at=1.0)) is None
+        assert await store.swap(_record("e", version=2, at=2.0))
+        assert await store.expire(math.inf, paused_before=math.inf) == 0
+        assert sorted(await store.running()) == ["d", "e"]
+        assert await store.swap(_record("e", version=3, status="done", at=3.0))
         assert await store.get("d") == _record("d", at=1.0)
         assert await store.running() == ["d"]
         # kinds live apart

@@ -26,6 +26,11 @@ is the seconds after which a dead worker's runs end ``WORKER_LOST``. ``MODULE`` 
 uvicorn imports an app: ``--app-dir`` (default: the current directory) comes first on the
 module search path, so ``streamwire serve --agent mymod:fn`` finds ``mymod.py`` in the folder it
 runs in. ``streamwire run`` starts a run and prints its reply live.
+
+Lifetimes: ``--finished-ttl`` (a finished stream), ``--paused-ttl`` (a paused run waiting for its
+resume; 0, the default, until resumed) and ``--run-retention`` (a run's record once it ended).
+Unset, ``--finished-ttl`` follows ``--run-retention`` on SQLite and Redis (a reply is readable as
+long as its run answers ``/status``) and is an hour on memory.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import contextlib
 import gc
 import importlib
 import logging
+import math
 import os
 import secrets
 import signal
@@ -57,16 +63,20 @@ def _load(module: str, name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def open_log(spec: str, *, redis_prefix: str = "streamwire",
-             writer_timeout: float | None = None) -> StreamLog:
+def open_log(spec: str, *, redis_prefix: str = "streamwire", writer_timeout: float | None = None,
+             finished_ttl: float | None = None, paused_ttl: float | None = None) -> StreamLog:
     """Build the log ``--log`` names: ``memory``, ``sqlite:PATH`` or ``redis://HOST:PORT/DB``;
-    ``writer_timeout`` (seconds a writer's lease lasts without a write) when given.
+    ``writer_timeout`` (seconds a writer's lease lasts without a write), ``finished_ttl`` and
+    ``paused_ttl`` (seconds finished and paused streams are kept, 0: until reactivated) when
+    given, else the backend's defaults.
 
     Raises:
         ValueError: the spec names no known backend.
         ImportError: the backend needs an extra that is not installed.
     """
-    lease: dict[str, Any] = {} if writer_timeout is None else {"writer_timeout": writer_timeout}
+    options = {"writer_timeout": writer_timeout, "finished_ttl": finished_ttl,
+               "paused_ttl": paused_ttl}
+    lease: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
     if spec == "memory":
         from ..log.memory import MemoryLog
 
@@ -139,6 +149,17 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-timeout", type=_positive, default=None, metavar="SECONDS",
                    help="seconds one agent call may run before its run fails TIMEOUT "
                         "(default: no limit; an agent's own @agent_options(run_timeout=) wins)")
+    # lifetimes: how long streams and run records are kept (0: until resumed / forever)
+    p.add_argument("--finished-ttl", type=_ttl, default=None, metavar="SECONDS",
+                   help="seconds a finished stream (completed, interrupted, failed) stays "
+                        "readable; 0: forever (default: --run-retention on sqlite and redis, "
+                        "so a reply lasts as long as its run's /status; 3600 on memory)")
+    p.add_argument("--paused-ttl", type=_ttl, default=None, metavar="SECONDS",
+                   help="seconds a paused run stays resumable (its stream and state); after it "
+                        "a resume fails PAUSE_EXPIRED; 0: until resumed (default 0)")
+    p.add_argument("--run-retention", type=_ttl, default=None, metavar="SECONDS",
+                   help="seconds a run's record (/runs/{id}/status, and /sse once its stream "
+                        "expired) is kept after the run ends; 0: forever (default 604800, a week)")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
                    help="event loop: uvloop (pip install 'streamwire[uvloop]'), asyncio, or auto "
                         "(default: uvloop when installed, else asyncio)")
@@ -149,6 +170,14 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     add_arguments(p)
 
 _not_negative = seconds
+
+
+def _ttl(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0 (0: keep)."""
+    value = seconds(text)
+    if value == math.inf:
+        raise argparse.ArgumentTypeError("must be a finite number of seconds (0: keep forever)")
+    return value
 
 
 def _positive(text: str) -> float:
@@ -197,6 +226,8 @@ async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
     run_options: dict[str, Any] = {"lease_time": args.run_lease, "run_timeout": args.run_timeout}
     if args.stop_grace is not None:
         run_options["stop_grace"] = args.stop_grace
+    if args.run_retention is not None:
+        run_options["record_ttl"] = args.run_retention
     runs = Runs(log, args.agents, **run_options) if args.agents else None
     app = StreamApp(log, settings_from_args(args),
                     authorize=bearer_token(token, protect_reads=args.protect_reads),
@@ -278,7 +309,8 @@ def _run_serve(args: argparse.Namespace) -> int:
     try:
         loop_factory = _loop_factory(args.loop)
         log = open_log(args.log, redis_prefix=args.redis_prefix,
-                       writer_timeout=args.writer_timeout)
+                       writer_timeout=args.writer_timeout,
+                       finished_ttl=_finished_ttl(args), paused_ttl=args.paused_ttl)
     except (ValueError, ImportError) as exc:
         raise CommandLineError(str(exc)) from exc
     from ..errors import UsageError
@@ -322,6 +354,14 @@ def _run_serve(args: argparse.Namespace) -> int:
         print(f"streamwire serve: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _finished_ttl(args: argparse.Namespace) -> float | None:
+    """``--finished-ttl``; unset, a durable log keeps a run's reply as long as its record
+    (``--run-retention``), memory keeps its hour."""
+    if args.finished_ttl is None and args.log != "memory":
+        return cast("float | None", args.run_retention)
+    return cast("float | None", args.finished_ttl)
 
 
 def _exit_cleanly(signum: int, frame: FrameType | None) -> None:

@@ -7,7 +7,9 @@ data), in colour when stdout is a terminal, or as one JSON object per line with 
 already printed are not printed again. What happens goes to stderr, in the lines the library client
 logs (``streamwire.client``): why a connection ended, where it re-attaches from, in how long,
 which attempt of how many. A stream that keeps answering with a recoverable ``fail`` is retried
-with a growing delay (up to 30 s) and the message says how often it failed in a row.
+with a growing delay (up to 30 s) and the message says how often it failed in a row; a re-attach
+that answers the same ``fail`` at the same cursor (a stored one) ends the command at once (exit 1),
+the failure printed once.
 
 The command ends on a terminal frame (exit 0 for ``end``, 1 for a final ``fail`` or
 ``truncated``), when a re-attach cap is reached (exit 1; ``--max-attempts``, ``--max-elapsed``), on
@@ -277,8 +279,13 @@ class _Tail:
         try:
             delivered = self.state.receive(frame)
         except StreamFailedError as exc:
+            if exc.recoverable and not exc.retryable:  # the same stored fail again: settle
+                self.out.say(f"{describe(exc)}; the re-attach at cursor {self.state.cursor} "
+                             "returned the same failure with no new chunk: it is stored, "
+                             "not re-attaching again")
+                return 1
             self.show(frame)
-            if exc.recoverable:
+            if exc.retryable:
                 raise
             return 1
         except StreamTruncatedError:

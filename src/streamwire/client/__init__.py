@@ -17,7 +17,9 @@ The resumable client: read a wire v2 stream over httpx, every chunk exactly once
 A drop (the body ends with no terminal frame: an eviction or a crash), a network error, a silent
 connection (no byte, not even a heartbeat, for ``idle_timeout`` seconds), a malformed frame, a
 retryable HTTP status or a ``fail`` with ``recoverable: true`` re-attaches from the cursor with
-``Last-Event-ID`` after a backoff (``RetryPolicy``); chunks are deduplicated by sequence. The
+``Last-Event-ID`` after a backoff (``RetryPolicy``); chunks are deduplicated by sequence. A
+re-attach that answers the same recoverable ``fail`` at the same cursor made no progress (the
+failure is stored): it raises that ``StreamFailedError`` at once. The
 stream ends on ``end`` (``end_frame`` holds it), raises ``StreamFailedError`` on a final ``fail``,
 ``StreamTruncatedError`` (with ``.floor``) on ``truncated`` unless ``on_truncated(floor)`` returns
 the sequence a refetched snapshot covers, and ``RetriesExhaustedError`` when a cap is reached.

@@ -11,7 +11,13 @@ from typing import Final, Generic, TypedDict, TypeVar
 
 import httpx
 
-from ..errors import RetriesExhaustedError, StreamTruncatedError, StreamwireError, UsageError
+from ..errors import (
+    RetriesExhaustedError,
+    StreamFailedError,
+    StreamTruncatedError,
+    StreamwireError,
+    UsageError,
+)
 from ..frames import ChunkFrame, EndFrame
 from ..sse import DEFAULT_MAX_EVENT_SIZE, DEFAULT_MAX_LINE_SIZE
 from ._concurrency import read_head
@@ -21,6 +27,7 @@ from ._core import (
     ClientSession,
     ClientStats,
     RetryPolicy,
+    describe,
     is_event_stream,
 )
 
@@ -127,6 +134,12 @@ class StreamBase(Generic[T]):
         if isinstance(error, StreamTruncatedError) and self._has_truncated_hook():
             session.last_error = error
             return True
+        if isinstance(error, StreamFailedError) and error.recoverable and not error.retryable:
+            session.last_error = error
+            LOGGER.warning("%s: %s; a re-attach at cursor %d returned the same failure with no "
+                           "new chunk: it is stored, not re-attaching again", self._where(),
+                           describe(error), session.cursor)
+            raise error
         try:
             self._delay = session.reattach_delay(error, time.monotonic())
         except RetriesExhaustedError as exc:

@@ -16,7 +16,8 @@ The reply is also an ``SSEReadable`` of the chat events: ``StreamReader(reply, C
 what the reply decides; ``_chat_sync.py`` is generated from ``_chat.py``); this module adds what
 the wire does to them: a drop re-attaches from the cursor (``StreamOptions``: ``retry``,
 ``cursor``...); a ``fail`` frame becomes the chat ``error`` event and the reply ends (a
-recoverable one once the re-attach attempts run out); ``truncated`` raises
+recoverable one once the re-attach attempts run out, or at once when a re-attach answers the same
+stored ``fail`` again), its ``StreamFailedError`` kept as ``failure``; ``truncated`` raises
 ``StreamTruncatedError``; a body that keeps ending with no terminal frame raises
 ``StreamDropError`` into the consumer once the attempts run out (never a clean end). Closing the
 reply (an abort by its caller) ends it quietly.
@@ -38,7 +39,7 @@ from ..frames import TerminalFrame
 from ..sse import SSEEvent
 from ._async import AsyncResumableStream
 from ._base import StreamOptions
-from ._chat_core import message, settle
+from ._chat_core import failure, message, settle
 
 __all__ = ["AsyncChatReply"]
 
@@ -58,6 +59,9 @@ class AsyncChatReply:
                  user_message_id: str = "", **options: Unpack[StreamOptions]) -> None:
         self._stream = AsyncResumableStream(client, url, **options)
         self._decoder = ChatReplyDecoder(message_id=message_id, user_message_id=user_message_id)
+        #: The typed error a ``fail`` ended the reply with (its ``error_detail`` and
+        #: ``recoverable``), once its ``error`` event was yielded; None otherwise.
+        self.failure: StreamFailedError | None = None
 
     async def __aenter__(self) -> AsyncChatReply:
         await self._stream.__aenter__()
@@ -94,5 +98,6 @@ class AsyncChatReply:
             terminal = self._stream.end_frame
         except (StreamFailedError, RetriesExhaustedError) as exc:
             terminal = settle(exc)
+            self.failure = failure(exc)
         if terminal is not None:  # None: the caller closed the reply
             yield decoder.terminal(terminal)

@@ -12,7 +12,7 @@ from ..errors import RetriesExhaustedError, StreamDropError, StreamFailedError
 from ..frames import FailFrame
 from ..sse import SSEEvent
 
-__all__ = ["message", "settle"]
+__all__ = ["failure", "message", "settle"]
 
 
 def settle(exc: StreamFailedError | RetriesExhaustedError) -> FailFrame:
@@ -26,6 +26,14 @@ def settle(exc: StreamFailedError | RetriesExhaustedError) -> FailFrame:
             raise exc
         exc = last
     return FailFrame(exc.error, exc.recoverable, exc.error_detail)
+
+
+def failure(exc: StreamFailedError | RetriesExhaustedError) -> StreamFailedError:
+    """The typed failure behind the ``fail`` frame ``settle`` ended the reply with."""
+    if isinstance(exc, RetriesExhaustedError):
+        assert isinstance(exc.last_error, StreamFailedError)  # settle raised otherwise
+        return exc.last_error
+    return exc
 
 
 def message(event: SSEEvent) -> Message[Chat, Any]:

@@ -88,7 +88,9 @@ class RetryPolicy:
     since the last progress (a new chunk, a caught-up frame or a terminal frame; a caught-up right
     before another recoverable ``fail`` does not count), so a long healthy stream with occasional
     drops never runs out while a stream that keeps failing backs off and gives up; None lifts a
-    cap. The delay before attempt *n* is
+    cap. A recoverable ``fail`` that a re-attach answers again at the same cursor, with no new
+    chunk, is stored in the log: the read raises it (``StreamFailedError``, ``recoverable`` kept,
+    not ``retryable``) after that second attempt, whatever the caps. The delay before attempt *n* is
     ``backoff_initial * 2**(n-1)`` capped at ``backoff_max``, times a random factor in
     ``[1, 1 + jitter]``; the server's ``retry:`` (when ``honour_server_retry``) replaces
     ``backoff_initial`` and is never undercut, as a browser's EventSource would honour it.

@@ -14,6 +14,7 @@ import httpx
 import msgspec
 
 from ..errors import (
+    PauseExpiredError,
     ResponseStatusError,
     RetriesExhaustedError,
     RunConflictError,
@@ -22,7 +23,14 @@ from ..errors import (
     StreamwireError,
     UnknownAgentError,
 )
-from ..frames import ChunkFrame, FailFrame, RemoteOutcomeKind, TransportDecoder
+from ..frames import (
+    ChunkFrame,
+    EndFrame,
+    FailFrame,
+    RemoteOutcomeKind,
+    RepeatedFail,
+    TransportDecoder,
+)
 from ..runs import RunOutcome, outcome_from_status, outcome_from_terminal
 from ._core import Backoff, RetryPolicy
 from ._http import RETRY_STATUSES, request_headers
@@ -63,6 +71,8 @@ def error_for(status: int, body: bytes, what: str) -> StreamwireError:
         return RunNotFoundError(what)
     if status == 409:
         return _ERRORS.get(str(data.get("code")), RunConflictError)(message)
+    if status == 410 and data.get("code") == "PauseExpiredError":
+        return PauseExpiredError(what, message=message)
     return ResponseStatusError(f"HTTP {status}: {message}", status_code=status,
                                retryable=retryable_status(status))
 
@@ -72,10 +82,18 @@ class Follow:
 
     After a connection ends, ``need_status`` says whether ``/status`` must decide (a recoverable
     failure, a truncation, or re-attaching ran out); ``outcome`` is set once the run settled.
+    A re-attach that returns the same recoverable ``fail`` at the same cursor (``RepeatedFail``)
+    made no progress: the stream holds that failure, so while ``/status`` says running the follow
+    asks ``/status`` again rather than the stream, until the head moves or ``recover_timeout``.
+
+    ``confirm_paused`` (a resume whose answer was lost and recovered through ``/status``): an
+    ``end{paused}`` is checked against ``/status`` before it settles the run, since the stream
+    may still hold the pause the resume ended.
     """
 
     def __init__(self, run_id: str, cursor: int, policy: RetryPolicy,
-                 recover_timeout: float, poll_interval: float) -> None:
+                 recover_timeout: float, poll_interval: float, *,
+                 confirm_paused: bool = False) -> None:
         self.run_id = run_id
         self.cursor = cursor
         self.policy = policy
@@ -88,7 +106,10 @@ class Follow:
         self.delay = 0.0
         self.connections = 0
         self.last_error: BaseException | None = None
+        self.confirm_paused = confirm_paused
         self._recover_since = -1.0
+        self._repeats = RepeatedFail()
+        self._stored_fail = False  # the stream answered the same fail twice at this cursor
 
     def begin(self) -> dict[str, str]:
         """A connection opens: its headers."""
@@ -125,7 +146,13 @@ class Follow:
         terminal = self.decoder.terminal
         assert terminal is not None
         outcome = outcome_from_terminal(terminal)
-        if outcome.kind is RemoteOutcomeKind.RETRY:
+        if isinstance(terminal, FailFrame):
+            self._stored_fail = self._repeats.seen(terminal, self.cursor)
+        if (self.confirm_paused and isinstance(terminal, EndFrame)
+                and terminal.status == "paused"):
+            self.need_status = True  # maybe the pause the resume ended: /status decides
+            self.last_error = StreamwireError("the stream ended paused")
+        elif outcome.kind is RemoteOutcomeKind.RETRY:
             # a recoverable fail or a truncation says nothing final about the run: ask it
             self.need_status = True
             self.last_error = StreamwireError(
@@ -153,6 +180,10 @@ class Follow:
             return
         self.status_unavailable(None, now)
         self.backoff.progress()
+        if self._stored_fail and body.get("head") == self.cursor:
+            self.need_status = True  # the stream would answer its stored fail again
+        else:
+            self._stored_fail = False
 
     def status_unavailable(self, exc: BaseException | None, now: float) -> None:
         """``/status`` could not be read (or said running): try again after a while, within
@@ -207,8 +238,9 @@ class DispatcherBase(Generic[T]):
             return chunk  # type: ignore[return-value]  # T is ChunkFrame when decode is None
         return self.decode(chunk)
 
-    def follow_state(self, run_id: str, cursor: int) -> Follow:
-        return Follow(run_id, cursor, self.retry, self.recover_timeout, self.poll_interval)
+    def follow_state(self, run_id: str, cursor: int, *, confirm_paused: bool = False) -> Follow:
+        return Follow(run_id, cursor, self.retry, self.recover_timeout, self.poll_interval,
+                      confirm_paused=confirm_paused)
 
     @staticmethod
     def start_body(agent: str, input: Any, run_id: str | None) -> tuple[str, dict[str, Any]]:

@@ -51,12 +51,12 @@ class Run(Generic[T]):
     ``for item in run``, then ``outcome``."""
 
     def __init__(self, dispatcher: Dispatcher[T], run_id: str, cursor: int = 0,
-                 created: bool | None = None) -> None:
+                 created: bool | None = None, *, confirm_paused: bool = False) -> None:
         self.dispatcher = dispatcher
         self.run_id = run_id
         #: True when this dispatcher's request created the run (None: not known, e.g. follow).
         self.created = created
-        self._follow = dispatcher.follow_state(run_id, cursor)
+        self._follow = dispatcher.follow_state(run_id, cursor, confirm_paused=confirm_paused)
 
     @property
     def cursor(self) -> int:
@@ -179,7 +179,10 @@ class Dispatcher(DispatcherBase[T]):
         """Resume paused run ``run_id`` exactly once; follow it from ``cursor``."""
         body = self.resume_body(input, resume_id)
         answer = self._entry("resume", self.url(run_id, "resume"), body, run_id)
-        return Run(self, run_id, cursor, answer.get("created"))
+        # Recovered through /status (its answer lost): the stream may still end with the pause
+        # this resume ended, until the server reopens it; /status confirms an end{paused}.
+        created = answer.get("created")
+        return Run(self, run_id, cursor, created, confirm_paused=created is None)
 
     def follow(self, run_id: str, *, cursor: int = 0) -> Run[T]:
         """Follow a run started elsewhere, from ``cursor``."""

@@ -36,6 +36,7 @@ from ._codec import (
 from ._payload import ChunkCodec, decode_message_chunk, encode_message_chunk
 from ._state import (
     TRANSPORT_DROP_ERROR,
+    RepeatedFail,
     ResumeState,
     ResumeStatus,
     TerminalAction,
@@ -77,6 +78,7 @@ __all__ = [
     "FrameDecoder",
     "RemoteOutcome",
     "RemoteOutcomeKind",
+    "RepeatedFail",
     "ResumeState",
     "ResumeStatus",
     "RewoundFrame",

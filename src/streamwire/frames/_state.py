@@ -37,6 +37,7 @@ from ._types import (
 
 __all__ = [
     "TRANSPORT_DROP_ERROR",
+    "RepeatedFail",
     "ResumeState",
     "ResumeStatus",
     "TerminalAction",
@@ -88,6 +89,36 @@ def transport_drop_frame(detail: str | None = None) -> FailFrame:
     if detail is not None:
         error_detail["message"] = detail
     return FailFrame(TRANSPORT_DROP_ERROR, True, error_detail)
+
+
+@final
+class RepeatedFail:
+    """Whether a re-attach made progress after a recoverable ``fail``: the one rule every reader
+    (``ResumeState``, so the resumable streams, the chat reply and ``streamwire tail``; the
+    dispatcher's follow) settles by.
+
+    A first recoverable ``fail`` is worth one re-attach: its writer may have come back. When the
+    re-attach answers with the same ``fail`` frame at the same cursor (no chunk in between), the
+    failure is stored in the log and re-attaching again cannot change it: the reader settles on
+    it (``seen`` returns True) instead of backing off for a minute.
+    """
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[FailFrame, int] | None = None
+
+    def seen(self, frame: FailFrame, cursor: int) -> bool:
+        """``frame`` ended a connection at ``cursor``: True when the connection before ended
+        with the same recoverable ``fail`` at the same cursor (it made no progress)."""
+        key = (frame, cursor) if frame.recoverable else None
+        repeated = key is not None and key == self._last
+        self._last = key
+        return repeated
+
+    def forget(self) -> None:
+        """The reader moved elsewhere (a snapshot): the next ``fail`` is a first one again."""
+        self._last = None
 
 
 class ResumeStatus(enum.Enum):
@@ -172,13 +203,15 @@ class ResumeState:
     frame that comes first pre-empts it. The debt survives a re-attach.
 
     Terminals: ``end`` sets ``terminal`` and returns nothing; ``fail`` raises
-    ``StreamFailedError`` (retryable when recoverable, ``error_detail`` kept); ``truncated`` raises
+    ``StreamFailedError`` (retryable when recoverable, ``error_detail`` kept; not retryable,
+    ``recoverable`` kept, when a re-attach returned the same ``fail`` at the same cursor, see
+    ``RepeatedFail``: the failure is stored, re-attaching again cannot help); ``truncated`` raises
     ``StreamTruncatedError`` with the floor. After a terminal or an error every further call raises
     the same error (``UsageError`` after ``end``) until a legal ``reattach()`` or ``resume_from()``.
     A read its own caller aborts is not this machine's business: simply stop feeding it.
     """
 
-    __slots__ = ("_behind", "_error", "cursor", "head", "status", "terminal")
+    __slots__ = ("_behind", "_error", "_repeats", "cursor", "head", "status", "terminal")
 
     def __init__(self, cursor: int = 0) -> None:
         if cursor < 0:
@@ -192,6 +225,7 @@ class ResumeState:
         self.status = ResumeStatus.ATTACHED
         self._error: StreamwireError | None = None
         self._behind: RewoundFrame | None = None  # a rewound the reader has not caught up with
+        self._repeats = RepeatedFail()
 
     def receive(self, frame: StreamFrame | UnknownFrame) -> list[ChunkFrame | RewoundFrame]:
         """Apply one frame; return what to hand the consumer (a chunk, a rewound, or nothing).
@@ -265,8 +299,10 @@ class ResumeState:
                     "is a protocol error")
                 return []
             case FailFrame(error=error, recoverable=recoverable, error_detail=detail):
-                self._raise(event, StreamFailedError(error, error_detail=detail,
-                                                       recoverable=recoverable))
+                failed = StreamFailedError(error, error_detail=detail, recoverable=recoverable)
+                if self._repeats.seen(frame, self.cursor):
+                    failed.retryable = False  # stored: the same again, nothing to wait for
+                self._raise(event, failed)
             case TruncatedFrame(floor=floor, error_detail=detail):
                 self._raise(event, StreamTruncatedError(
                     f"cursor {self.cursor} is below the retention floor {floor}: refetch a "
@@ -309,6 +345,7 @@ class ResumeState:
         self._move(_I.RESUME)
         self._error = None
         self._behind = None
+        self._repeats.forget()
         self.terminal = None
         self.head = None
         self.cursor = sequence

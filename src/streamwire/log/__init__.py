@@ -31,8 +31,10 @@ in ``streamwire.log._reader``, and every backend applies them):
   a record store beside its streams) it declares in its ``capabilities`` (``LogCapabilities``);
   nothing is guessed from its type or signatures, so a wrapped or subclassed log keeps them;
 * every limit is a keyword of the backend (``max_chunks_per_stream``, ``max_bytes_per_stream``,
-  ``max_chunk_size``, ``finished_ttl`` with 0 = keep finished streams forever); defaults and the
-  shared checks are in ``streamwire.log._common``.
+  ``max_chunk_size``, ``finished_ttl`` and ``paused_ttl`` with 0 = keep such streams until they
+  are reactivated, reset or deleted); defaults and the shared checks are in
+  ``streamwire.log._common``: finished streams are kept an hour in memory and a week (the runs
+  service's record retention) on SQLite and Redis; paused streams until resumed everywhere.
 """
 
 from __future__ import annotations

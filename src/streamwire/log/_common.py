@@ -16,10 +16,12 @@ from ..frames import EndFrame, FailFrame, RewoundFrame, TerminalFrame, Truncated
 from . import MAX_LIST_LIMIT, StreamStatus
 
 __all__ = [
+    "DEFAULT_DURABLE_FINISHED_TTL",
     "DEFAULT_FINISHED_TTL",
     "DEFAULT_MAX_BYTES_PER_STREAM",
     "DEFAULT_MAX_CHUNKS_PER_STREAM",
     "DEFAULT_MAX_CHUNK_SIZE",
+    "DEFAULT_PAUSED_TTL",
     "DEFAULT_WRITER_TIMEOUT",
     "FINISHED",
     "MAX_SAFE_INTEGER",
@@ -31,6 +33,7 @@ __all__ = [
     "check_list",
     "check_seconds",
     "check_step",
+    "check_ttl",
     "closed_frame",
     "coerce_chunk",
     "deleted_frame",
@@ -39,6 +42,7 @@ __all__ = [
     "rewound_frame",
     "terminal_frame",
     "truncated_frame",
+    "ttl_for",
 ]
 
 #: Retained chunks per stream. An LLM reply is a few thousand chunks; 100,000 leaves room for long
@@ -48,10 +52,18 @@ DEFAULT_MAX_CHUNKS_PER_STREAM: Final = 100_000
 DEFAULT_MAX_BYTES_PER_STREAM: Final = 64 * 1024 * 1024
 #: One chunk (16 MiB): the SSE decoder's default event limit admits the same payloads.
 DEFAULT_MAX_CHUNK_SIZE: Final = 16 * 1024 * 1024
-#: Seconds a finished stream (completed / paused / interrupted / failed) is kept: an hour lets a
-#: reader that lost its connection re-attach and read the end; then the stream is forgotten.
-#: 0 keeps finished streams forever (every backend reads it so).
+#: Seconds a finished stream (completed / interrupted / failed) is kept by ``MemoryLog``: an hour
+#: lets a reader that lost its connection re-attach and read the end; then the stream is
+#: forgotten (the process holds it in memory). 0 keeps finished streams forever (every backend
+#: reads it so).
 DEFAULT_FINISHED_TTL: Final = 3600.0
+#: Seconds a finished stream is kept by the durable logs (SQLite, Redis): a week, the runs
+#: service's record retention (``streamwire.runs.DEFAULT_RECORD_TTL``), so a run's reply stays
+#: readable as long as its record answers ``/status``.
+DEFAULT_DURABLE_FINISHED_TTL: Final = 7 * 24 * 3600.0
+#: Seconds a paused stream is kept, on every backend: 0, until it is resumed (a human may answer
+#: a pause days later).
+DEFAULT_PAUSED_TTL: Final = 0.0
 
 #: The largest integer a JavaScript reader holds exactly (``Number.MAX_SAFE_INTEGER``): steps,
 #: cursors and producer epochs and seqs above it are refused, on every backend alike.
@@ -82,12 +94,22 @@ def check_limits(
         # otherwise one accepted chunk could be trimmed the moment it is appended
         raise UsageError(f"max_chunk_size={max_chunk_size} is over max_bytes_per_stream="
                          f"{max_bytes_per_stream}; raise max_bytes_per_stream= too")
-    try:
-        ok = not isinstance(finished_ttl, bool) and finished_ttl >= 0  # NaN is refused too
-    except TypeError:
-        ok = False
-    if not ok:
-        raise UsageError(f"finished_ttl must be a number of seconds >= 0, not {finished_ttl!r}")
+    check_ttl("finished_ttl", finished_ttl)
+
+
+def check_ttl(name: str, value: object) -> float:
+    """A time to live: a finite number of seconds >= 0 (0: forever; bool, NaN and inf refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            0 <= value < math.inf):
+        raise UsageError(f"{name} must be a number of seconds >= 0 (0: keep forever), "
+                         f"not {value!r}")
+    return float(value)
+
+
+def ttl_for(status: StreamStatus, finished_ttl: float, paused_ttl: float) -> float:
+    """Seconds a stream that just ended with ``status`` is kept (0: until it is reactivated,
+    reset or deleted): ``paused_ttl`` for a pause, ``finished_ttl`` for every other end."""
+    return paused_ttl if status == "paused" else finished_ttl
 
 
 #: The persisted ``fail`` payload of a stream whose writer's lease lapsed (one rule, every backend:

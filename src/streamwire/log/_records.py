@@ -23,10 +23,13 @@ import msgspec
 
 from ..errors import UsageError
 
-__all__ = ["RUNNING", "RecordStore", "StoredRecord", "check_kind"]
+__all__ = ["PAUSED", "RUNNING", "RecordStore", "StoredRecord", "check_kind"]
 
 #: The one status a store indexes: ``running()`` lists the records that have it.
 RUNNING: Final = "running"
+#: The status whose records ``expire`` keeps apart: they wait for someone (a resume), so they
+#: expire on their own deadline (``paused_before``), or never.
+PAUSED: Final = "paused"
 _KIND: Final = re.compile(r"[a-z][a-z_]{0,31}")
 
 
@@ -64,9 +67,10 @@ class RecordStore(Protocol):
         """The ids of the records whose status is ``"running"``."""
         ...
 
-    async def expire(self, before: float) -> int:
-        """Delete the records not ``"running"`` last changed before ``before`` (epoch seconds);
-        return how many."""
+    async def expire(self, before: float, *, paused_before: float | None = None) -> int:
+        """Delete the records neither ``"running"`` nor ``"paused"`` last changed before
+        ``before`` (epoch seconds), and the ``"paused"`` ones last changed before
+        ``paused_before`` (None: they are kept); return how many."""
         ...
 
     async def aclose(self) -> None:

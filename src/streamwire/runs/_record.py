@@ -13,11 +13,14 @@ from typing import Any, Final, Literal, TypeAlias, final
 
 import msgspec
 
-from ..errors import RunConflictError, RunStateError
+from ..errors import PauseExpiredError, RunConflictError, RunStateError
+from ..frames import EndFrame, FailFrame, TerminalFrame
 
 __all__ = [
     "FINISHED_RUN",
+    "PAUSE_EXPIRED",
     "TRANSITIONS",
+    "PauseExpiredError",
     "RunRecord",
     "RunStatus",
     "agreeing",
@@ -29,10 +32,12 @@ __all__ = [
     "flag_stop",
     "lease_expired",
     "new_record",
+    "pause_expired",
     "renewed",
     "resumed",
     "settled",
     "status_body",
+    "terminal_of",
 ]
 
 #: A run's status: ``running`` while its agent runs, ``paused`` until a resume, then final.
@@ -150,6 +155,31 @@ def resumed(record: RunRecord, resume_id: str, input: Any, *, owner: str, now: f
     return _move(record, "running", now, owner=owner, lease_expires_at=now + lease,
                  resumes={**record.resumes, resume_id: fingerprint(input)}, resume_input=input,
                  output=None, usage=None)
+
+
+#: ``errorDetail.code`` of a paused run whose stream expired (the log's ``paused_ttl``) before a
+#: resume came: its state is gone, the run ends ``failed`` (not recoverable).
+PAUSE_EXPIRED: Final = "PAUSE_EXPIRED"
+
+
+def pause_expired(record: RunRecord, *, now: float) -> RunRecord:
+    """The resumed ``record`` (``running``, its stream found expired) settled ``failed``
+    ``PAUSE_EXPIRED``, keeping the head its stream had."""
+    return settled(record, "failed", now=now, head=record.head,
+                   error="the run was paused longer than its stream is kept (paused_ttl); its "
+                         "state is gone", error_detail={"code": PAUSE_EXPIRED}, recoverable=False)
+
+
+def terminal_of(record: RunRecord) -> TerminalFrame:
+    """The terminal frame a settled (or paused) run's stream ended with, rebuilt from its record
+    (``/runs/{id}/sse`` once the stream expired)."""
+    if record.status == "running":
+        raise RunStateError(f"run {record.run_id!r} is running: it has no terminal yet")
+    if record.status == "failed":
+        return FailFrame(error=record.error or "the run failed",
+                         recoverable=bool(record.recoverable), error_detail=record.error_detail)
+    return EndFrame(status=record.status, output=record.output, state=record.state,
+                    usage=record.usage)
 
 
 def renewed(record: RunRecord, *, now: float, lease: float) -> RunRecord:

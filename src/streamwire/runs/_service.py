@@ -37,6 +37,7 @@ import anyio.abc
 from ..errors import (
     RunConflictError,
     RunNotFoundError,
+    StreamNotFoundError,
     StreamwireError,
     UnknownAgentError,
     UsageError,
@@ -48,11 +49,13 @@ from ._liveness import Liveness, default_lease_time, keepalive_interval, writer_
 from ._options import check_timeout, effective_timeout
 from ._record import (
     FINISHED_RUN,
+    PauseExpiredError,
     RunRecord,
     check_resume,
     check_same_start,
     flag_stop,
     new_record,
+    pause_expired,
     resumed,
     settled,
     status_body,
@@ -237,8 +240,11 @@ class Runs(Liveness):
                 break
         try:
             await self.log.reactivate_stream(new.stream_id)
+        except StreamNotFoundError as exc:  # the pause outlived the log's paused_ttl
+            await self.store.swap(pause_expired(new, now=time.time()))
+            raise PauseExpiredError(run_id, getattr(self.log, "paused_ttl", None)) from exc
         except BaseException:
-            # the stream is gone (expired) or the log failed: the run cannot go on
+            # the log failed: the run cannot go on
             await self._settle(run_id, "failed", write_terminal=False,
                                error="the run's stream could not be reactivated",
                                error_detail={"code": "STREAM_ERROR"}, recoverable=False)

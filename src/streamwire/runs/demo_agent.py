@@ -98,14 +98,7 @@ async def demo(run: RunContext[Chat]) -> Completed | Paused:
         await run.emit(Chat.chunk({"chunk": words[i]}))
         await anyio.sleep(pace)
     await run.emit(Chat.sources(list(_SOURCES)))
-    usage = {"inputTokens": len(prompt.split()), "outputTokens": len(words),
-             "totalTokens": len(prompt.split()) + len(words)}
-    await run.emit(Chat.usage({"inputTokens": usage["inputTokens"],
-                               "outputTokens": usage["outputTokens"],
-                               "totalTokens": usage["totalTokens"]}))
-    await run.emit(Chat.done({"done": True, "messageId": f"{run.run_id}-assistant",
-                              "userMessageId": f"{run.run_id}-user", "reason": "complete"}))
-    return Completed(output={"text": "".join(words)}, usage=usage)
+    return await _finish(run, prompt, words, "".join(words))
 
 
 async def get_weather(args: Any) -> Any:
@@ -126,14 +119,7 @@ async def _tool_reply(run: RunContext[Chat], prompt: str, pace: float) -> Comple
     for i, word in enumerate(words):
         await run.emit(Chat.chunk({"chunk": word if i == len(words) - 1 else word + " "}))
         await anyio.sleep(pace)
-    usage = {"inputTokens": len(prompt.split()), "outputTokens": len(words),
-             "totalTokens": len(prompt.split()) + len(words)}
-    await run.emit(Chat.usage({"inputTokens": usage["inputTokens"],
-                               "outputTokens": usage["outputTokens"],
-                               "totalTokens": usage["totalTokens"]}))
-    await run.emit(Chat.done({"done": True, "messageId": f"{run.run_id}-assistant",
-                              "userMessageId": f"{run.run_id}-user", "reason": "complete"}))
-    return Completed(output={"text": TOOL_ANSWER}, usage=usage)
+    return await _finish(run, prompt, words, TOOL_ANSWER)
 
 
 def _object(value: object) -> dict[str, Any]:
@@ -153,3 +139,15 @@ async def _opening(run: RunContext[Chat], prompt: str) -> None:
         {"id": "think", "label": "Thinking", "status": "complete"},
         {"id": "write", "label": "Writing", "status": "active"}]}))
     await run.emit(Chat.progress({"done": True}))
+
+
+async def _finish(run: RunContext[Chat], prompt: str, words: list[str], text: str) -> Completed:
+    """A reply's closing: its usage, ``done``, and the outcome the run records."""
+    usage = {"inputTokens": len(prompt.split()), "outputTokens": len(words),
+             "totalTokens": len(prompt.split()) + len(words)}
+    await run.emit(Chat.usage({"inputTokens": usage["inputTokens"],
+                               "outputTokens": usage["outputTokens"],
+                               "totalTokens": usage["totalTokens"]}))
+    await run.emit(Chat.done({"done": True, "messageId": f"{run.run_id}-assistant",
+                              "userMessageId": f"{run.run_id}-user", "reason": "complete"}))
+    return Completed(output={"text": text}, usage=usage)

@@ -14,7 +14,10 @@ gets the run id (a run's stream has the run's id).
                             the status once settled
 ``GET /runs/{id}/status``   ``{"runId", "streamId", "agent", "status", "head", "output"?, "state"?,
                             "usage"?, "error"?, "errorDetail"?, "recoverable"?}``
-``GET /runs/{id}/sse``      the run's stream, exactly as ``GET /streams/{id}/sse``
+``GET /runs/{id}/sse``      the run's stream, exactly as ``GET /streams/{id}/sse``; once a settled
+                            (or paused) run's stream expired, what its record says: at the
+                            run's head ``caught-up{head}`` and its terminal, below it
+                            ``truncated{floor: head}`` (the chunks are gone: never a silent gap)
 ==========================  ====================================================================
 
 A run's stream is written by the runs service only: the stream write routes refuse it (409,
@@ -31,15 +34,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..errors import UsageError
+from ..errors import StreamNotFoundError, StreamwireError, UsageError
+from ..frames import CaughtUpFrame, StreamFrame, TruncatedFrame, encode_stream_frame
 from ..runs import Runs
-from ..runs._record import RunRecord
+from ..runs._record import RunRecord, terminal_of
 from ._asgi import Receive, Scope, Send
 from ._auth import Access
 from ._context import RawRoute, RouteContext, StreamHandler
-from ._http import Refusal, encode_json, read_json
+from ._http import Refusal, encode_json, parse_cursor, read_json
 from ._ids import check_client_id
 from ._openapi import NOT_JSON
+from ._sse import SSE_RESPONSE_HEADERS
 
 __all__ = ["RunsAPI", "runs_openapi_paths"]
 
@@ -114,7 +119,40 @@ class RunsAPI:
         except Exception as exc:
             await self.ctx.refuse(send, exc, headers=self.ctx.cors_headers(request))
             return
+        if record.status != "running":
+            try:
+                await self.runs.log.info(record.stream_id)
+            except StreamNotFoundError:  # expired: the record still knows how the run ended
+                await self.serve_record(scope, send, request, record)
+                return
+            except StreamwireError:
+                pass  # the stream route answers the log's failure its own way
         await self.serve_sse(scope, receive, send, record.stream_id)
+
+    async def serve_record(self, scope: Scope, send: Send, request: Request,
+                           record: RunRecord) -> None:
+        """``/runs/{id}/sse`` of a run whose stream expired: its end, from its record."""
+        cors = self.ctx.cors_headers(request)
+        try:
+            header = request.headers.get("last-event-id")
+            query = request.query_params.get("cursor")
+            cursor = (parse_cursor(header.strip(), "Last-Event-ID") if header
+                      else parse_cursor(query, "cursor") if query is not None else 0)
+            if cursor > record.head:
+                raise Refusal(409, f"cursor {cursor} is above the run's head {record.head}: it "
+                                   "names a chunk this run's stream never had")
+        except Exception as exc:
+            await self.ctx.refuse(send, exc, headers=cors)
+            return
+        frames: list[StreamFrame] = ([TruncatedFrame(floor=record.head)] if cursor < record.head
+                                     else [CaughtUpFrame(head=record.head), terminal_of(record)])
+        retry = self.ctx.settings.retry
+        body = b"".join([b"retry: %d\n\n" % retry if retry is not None else b"",
+                         *map(encode_stream_frame, frames)])
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": SSE_RESPONSE_HEADERS + cors})
+        await send({"type": "http.response.body",
+                    "body": b"" if scope["method"] == "HEAD" else body})
 
     async def start(self, request: Request) -> Response:
         body = _start_decoder.decode(await read_json(request, self.max_body))

@@ -34,6 +34,7 @@ from .._common import (
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
+    DEFAULT_PAUSED_TTL,
     DEFAULT_WRITER_TIMEOUT,
     WRITER_GONE,
     check_end_status,
@@ -41,6 +42,7 @@ from .._common import (
     check_list,
     check_seconds,
     check_step,
+    check_ttl,
     coerce_chunk,
     end_payload,
     fail_payload,
@@ -50,6 +52,7 @@ from .._common import (
 from .._producers import admit, check_producer, record
 from .._reader import ReadPosition, attach, next_frames, settled
 from .._records import RecordStore, check_kind
+from ._expiry import Expiries
 from ._records import MemoryRecordStore
 from ._stream import Stream, asyncio_loop
 
@@ -76,6 +79,7 @@ class MemoryLog:
         max_bytes_per_stream: retained chunk bytes per stream, trimmed the same way.
         max_chunk_size: the largest chunk ``append`` accepts (``LogLimitError`` past it).
         finished_ttl: seconds a finished stream is kept before it is forgotten (0: forever).
+        paused_ttl: seconds a paused stream is kept (0, the default: until it is reactivated).
         writer_timeout: seconds a writer's lease lasts without an append or ``keepalive``; an
             active stream whose lease lapsed ends with a recoverable ``fail`` (``WRITER_GONE``).
     """
@@ -87,6 +91,7 @@ class MemoryLog:
         max_bytes_per_stream: int = DEFAULT_MAX_BYTES_PER_STREAM,
         max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE,
         finished_ttl: float = DEFAULT_FINISHED_TTL,
+        paused_ttl: float = DEFAULT_PAUSED_TTL,
         writer_timeout: float = DEFAULT_WRITER_TIMEOUT,
     ) -> None:
         check_limits(max_chunks_per_stream, max_bytes_per_stream, max_chunk_size, finished_ttl)
@@ -96,9 +101,9 @@ class MemoryLog:
         self.max_bytes_per_stream = max_bytes_per_stream
         self.max_chunk_size = max_chunk_size
         self.finished_ttl = float(finished_ttl)
+        self.paused_ttl = check_ttl("paused_ttl", paused_ttl)
         self._streams: dict[str, Stream] = {}
-        # finished stream ids in expiry order (the TTL is one number, so finish order)
-        self._finished: dict[str, float] = {}
+        self._expiries = Expiries(self.finished_ttl, self.paused_ttl)
         self._epoch_prefix = uuid.uuid4().hex[:12]
         self._epochs = itertools.count(1)
         self._closed = False
@@ -154,23 +159,18 @@ class MemoryLog:
 
     def _forget(self, st: Stream) -> None:
         self._streams.pop(st.stream_id, None)
-        self._finished.pop(st.stream_id, None)
+        self._expiries.discard(st.stream_id)
         st.deleted = True
         st.version += 1
         st.notify()
 
     def _sweep(self) -> None:
-        now = time.monotonic()
-        finished = self._finished
-        while finished:
-            stream_id, expires_at = next(iter(finished.items()))
-            if expires_at > now:
-                break
+        for stream_id in self._expiries.due():
             st = self._streams.get(stream_id)
             if st is not None:
                 self._forget(st)
             else:
-                del finished[stream_id]
+                self._expiries.discard(stream_id)
 
     def _info(self, st: Stream) -> StreamInfo:
         has = st.start < len(st.entries)
@@ -343,10 +343,7 @@ class MemoryLog:
                                                st.head + 1, 0)
         st.status = status
         st.payload = payload
-        self._finished.pop(st.stream_id, None)
-        if self.finished_ttl:  # 0 keeps it forever
-            st.expires_at = time.monotonic() + self.finished_ttl
-            self._finished[st.stream_id] = st.expires_at
+        st.expires_at = self._expiries.add(st.stream_id, status)  # None: kept
         st.notify()
 
     async def keepalive(self, stream_id: str) -> None:
@@ -359,7 +356,7 @@ class MemoryLog:
         st.payload = {}
         st.truncated_at_step = None
         st.expires_at = None
-        self._finished.pop(st.stream_id, None)
+        self._expiries.discard(st.stream_id)
 
     async def cleanup_to_step(self, stream_id: str, step: int) -> RewoundFrame:
         """Remove the chunks of steps after ``step``, set the cleanup marker, and broadcast the
@@ -489,7 +486,7 @@ class MemoryLog:
             st.version += 1
             st.notify()
         self._streams.clear()
-        self._finished.clear()
+        self._expiries.clear()
 
     async def __aenter__(self) -> MemoryLog:
         return self

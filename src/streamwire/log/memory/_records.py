@@ -3,9 +3,10 @@ method is an ``async def`` with no ``await`` inside, so on one event loop each o
 
 from __future__ import annotations
 
+import math
 from typing import final
 
-from .._records import RUNNING, StoredRecord
+from .._records import PAUSED, RUNNING, StoredRecord
 
 __all__ = ["MemoryRecordStore"]
 
@@ -36,8 +37,10 @@ class MemoryRecordStore:
     async def running(self) -> list[str]:
         return [r.id for r in self._records.values() if r.status == RUNNING]
 
-    async def expire(self, before: float) -> int:
-        old = [k for k, r in self._records.items() if r.status != RUNNING and r.updated_at < before]
+    async def expire(self, before: float, *, paused_before: float | None = None) -> int:
+        old = [k for k, r in self._records.items() if r.status != RUNNING and r.updated_at < (
+            before if r.status != PAUSED else -math.inf if paused_before is None
+            else paused_before)]
         for key in old:
             del self._records[key]
         return len(old)

@@ -63,7 +63,7 @@ class Commands:
         self._deadlines: deque[float] = deque()
         self._watch: asyncio.TimerHandle | None = None
         self._out: list[bytes] = []
-        self._writer: asyncio.StreamWriter | None = None
+        self._sock: asyncio.StreamWriter | None = None
         self._reader: asyncio.Task[None] | None = None
         self._opening = asyncio.Lock()
         #: Set by ``aclose``: the log is closed (its users check it; ``call`` does not).
@@ -90,7 +90,7 @@ class Commands:
             self._deadlines = deque()
             self._out = []
             try:
-                self._writer = stream_writer(conn)
+                self._sock = stream_writer(conn)
             except LogError:
                 await conn.disconnect(nowait=True)
                 raise
@@ -111,7 +111,7 @@ class Commands:
         # Commands issued in one event-loop turn go out in one write (auto-pipelining), straight
         # to the stream: redis-py's send wraps every write in wait_for (a task per command). A
         # lost connection shows up in the reader, which fails the reply.
-        writer = self._writer
+        writer = self._sock
         assert writer is not None  # set with the connection
         if len(self._waiting) == 1:
             writer.write(_pack(args))  # the line was idle: no one to batch with, send now
@@ -144,8 +144,8 @@ class Commands:
             "log if Redis is just slow)")
         self._conn = None
         self._fail_waiting(waiting, deadlines, error)
-        if self._writer is not None:
-            self._writer.transport.abort()
+        if self._sock is not None:
+            self._sock.transport.abort()
 
     @staticmethod
     def _fail_waiting(waiting: deque[asyncio.Future[Any]], deadlines: deque[float],
@@ -160,8 +160,8 @@ class Commands:
 
     def _flush(self, conn: Connection) -> None:
         out, self._out = self._out, []
-        if conn is self._conn and out and self._writer is not None:
-            self._writer.write(b"".join(out))
+        if conn is self._conn and out and self._sock is not None:
+            self._sock.write(b"".join(out))
 
     async def _read(self, conn: Connection) -> None:
         waiting, deadlines = self._waiting, self._deadlines

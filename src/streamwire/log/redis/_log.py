@@ -43,7 +43,8 @@ are the ones every backend shares, ``streamwire.log._reader``):
   recreates a stream behind the writer's back, so two runs are never mixed under one epoch.
 * **Retention**: ``max_chunks_per_stream`` / ``max_bytes_per_stream`` trim the oldest chunks in
   the append script (``XTRIM MINID``) and raise the floor; a reader below it gets ``truncated``.
-  Finished streams expire after ``finished_ttl`` seconds (``PEXPIRE``; 0 keeps them).
+  Finished streams expire after ``finished_ttl`` seconds, paused ones after ``paused_ttl``
+  (``PEXPIRE``; 0 keeps them).
 * **Writer leases and producers.** The meta field ``lease`` is when the writer's lease lapses, on
   Redis's clock (``TIME`` in the scripts): writes renew it, a write that finds it lapsed is refused
   and runs the lapse script, which fails the stream (``WRITER_GONE``) once and publishes it; a
@@ -79,10 +80,11 @@ from ...frames import (
 )
 from .. import DEFAULT_LIST_LIMIT, LogCapabilities, Producer, StreamInfo, StreamStatus
 from .._common import (
-    DEFAULT_FINISHED_TTL,
+    DEFAULT_DURABLE_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
+    DEFAULT_PAUSED_TTL,
     DEFAULT_WRITER_TIMEOUT,
     FINISHED,
     WRITER_GONE,
@@ -91,9 +93,11 @@ from .._common import (
     check_list,
     check_seconds,
     check_step,
+    check_ttl,
     coerce_chunk,
     end_payload,
     fail_payload,
+    ttl_for,
 )
 from .._producers import check_producer
 from .._records import RecordStore, check_kind
@@ -144,7 +148,9 @@ class RedisLog(RedisReading):
         max_chunks_per_stream, max_bytes_per_stream: retention; older chunks are trimmed and the
             floor moves (readers below it get ``truncated``).
         max_chunk_size: one chunk's bytes (``LogLimitError`` above it).
-        finished_ttl: seconds a finished stream is kept (0: forever).
+        finished_ttl: seconds a finished stream is kept (0: forever); a week by default, the
+            runs service's record retention, so a run's reply lasts as long as its record.
+        paused_ttl: seconds a paused stream is kept (0, the default: until it is reactivated).
         max_reader_queue: live messages queued per local reader before it catches up by ``XRANGE``.
         subscribe_timeout: seconds to wait for Redis to confirm a reader's subscription.
         command_timeout: seconds to wait for the reply to one command (a hung server raises
@@ -166,7 +172,8 @@ class RedisLog(RedisReading):
         max_chunks_per_stream: int = DEFAULT_MAX_CHUNKS_PER_STREAM,
         max_bytes_per_stream: int = DEFAULT_MAX_BYTES_PER_STREAM,
         max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE,
-        finished_ttl: float = DEFAULT_FINISHED_TTL,
+        finished_ttl: float = DEFAULT_DURABLE_FINISHED_TTL,
+        paused_ttl: float = DEFAULT_PAUSED_TTL,
         max_reader_queue: int = DEFAULT_MAX_READER_QUEUE,
         subscribe_timeout: float = DEFAULT_SUBSCRIBE_TIMEOUT,
         command_timeout: float = DEFAULT_COMMAND_TIMEOUT,
@@ -190,6 +197,7 @@ class RedisLog(RedisReading):
         self.max_bytes_per_stream = max_bytes_per_stream
         self.max_chunk_size = max_chunk_size
         self.finished_ttl = finished_ttl
+        self.paused_ttl = check_ttl("paused_ttl", paused_ttl)
         self.max_reader_queue = max_reader_queue
         self.subscribe_timeout = subscribe_timeout
         self._commands = Commands(url, command_timeout)
@@ -359,7 +367,8 @@ class RedisLog(RedisReading):
             payload = _terminal_json.encode(frame)
         except (TypeError, msgspec.EncodeError) as exc:
             raise UsageError(f"the {status} payload must be JSON-serialisable: {exc}") from None
-        ttl = math.ceil(self.finished_ttl * 1000)  # 0 keeps it; a tiny TTL is still one
+        # 0 keeps it; a tiny TTL is still one
+        ttl = math.ceil(ttl_for(status, self.finished_ttl, self.paused_ttl) * 1000)
         await self._run("finish", stream_id, status, payload, ttl, kind.value,
                         *_producer_args(producer), what=f"end ({status})",
                         producer_id="" if producer is None else producer.id)

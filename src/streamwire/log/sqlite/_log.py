@@ -49,16 +49,18 @@ from ...errors import LogError, UsageError
 from ...frames import ChunkFrame, EndStatus, RewoundFrame, StreamFrame, TruncatedFrame
 from .. import DEFAULT_LIST_LIMIT, LogCapabilities, Producer, StreamInfo
 from .._common import (
-    DEFAULT_FINISHED_TTL,
+    DEFAULT_DURABLE_FINISHED_TTL,
     DEFAULT_MAX_BYTES_PER_STREAM,
     DEFAULT_MAX_CHUNK_SIZE,
     DEFAULT_MAX_CHUNKS_PER_STREAM,
+    DEFAULT_PAUSED_TTL,
     DEFAULT_WRITER_TIMEOUT,
     check_end_status,
     check_limits,
     check_list,
     check_seconds,
     check_step,
+    check_ttl,
     closed_frame,
     coerce_chunk,
     end_payload,
@@ -111,7 +113,9 @@ class SQLiteLog:
         max_chunks_per_stream: retained chunks per stream; past it the oldest are trimmed.
         max_bytes_per_stream: retained chunk bytes per stream, trimmed the same way.
         max_chunk_size: the largest chunk ``append`` accepts (``LogLimitError`` past it).
-        finished_ttl: seconds a finished stream is kept (0: forever).
+        finished_ttl: seconds a finished stream is kept (0: forever); a week by default, the
+            runs service's record retention, so a run's reply lasts as long as its record.
+        paused_ttl: seconds a paused stream is kept (0, the default: until it is reactivated).
         synchronous: ``"NORMAL"`` (survives a process crash) or ``"FULL"`` (also power loss).
         poll_interval: off asyncio, seconds before a waiting reader looks for other processes'
             changes (``math.inf``: never; in-process changes always wake it at once).
@@ -129,7 +133,8 @@ class SQLiteLog:
         max_chunks_per_stream: int = DEFAULT_MAX_CHUNKS_PER_STREAM,
         max_bytes_per_stream: int = DEFAULT_MAX_BYTES_PER_STREAM,
         max_chunk_size: int = DEFAULT_MAX_CHUNK_SIZE,
-        finished_ttl: float = DEFAULT_FINISHED_TTL,
+        finished_ttl: float = DEFAULT_DURABLE_FINISHED_TTL,
+        paused_ttl: float = DEFAULT_PAUSED_TTL,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         watch_interval: float = DEFAULT_WATCH_INTERVAL,
@@ -151,6 +156,7 @@ class SQLiteLog:
         self.max_bytes_per_stream = max_bytes_per_stream
         self.max_chunk_size = max_chunk_size
         self.finished_ttl = float(finished_ttl)
+        self.paused_ttl = check_ttl("paused_ttl", paused_ttl)
         self.synchronous = synchronous
         self.poll_interval = float(poll_interval)
         self.watch_interval = float(watch_interval)
@@ -159,7 +165,7 @@ class SQLiteLog:
         self._closed = False
         self._sql = Statements(max_chunks_per_stream=max_chunks_per_stream,
                                max_bytes_per_stream=max_bytes_per_stream,
-                               finished_ttl=self.finished_ttl,
+                               finished_ttl=self.finished_ttl, paused_ttl=self.paused_ttl,
                                writer_timeout=self.writer_timeout, token=uuid.uuid4().hex)
         self._worker = Worker(self.path, self._sql, synchronous=synchronous,
                               busy_timeout=self.busy_timeout, watch_interval=self.watch_interval,

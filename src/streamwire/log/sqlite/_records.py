@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, final
 
-from .._records import RUNNING, StoredRecord
+from .._records import PAUSED, RUNNING, StoredRecord
 
 __all__ = ["SQLiteRecordStore"]
 
@@ -39,7 +39,9 @@ class SQLiteRecordStore:
         self._swap = (f"UPDATE {table} SET version = ?, status = ?, updated_at = ?, body = ? "
                       "WHERE id = ? AND version = ?")
         self._running = f"SELECT id FROM {table} WHERE status = '{RUNNING}'"
-        self._expire = f"DELETE FROM {table} WHERE status != '{RUNNING}' AND updated_at < ?"
+        self._expire = (f"DELETE FROM {table} WHERE status NOT IN ('{RUNNING}', '{PAUSED}') "
+                        "AND updated_at < ?")
+        self._expire_paused = f"DELETE FROM {table} WHERE status = '{PAUSED}' AND updated_at < ?"
 
     def _table(self, conn: sqlite3.Connection) -> None:
         # a no-op once the table exists (no lock taken, about a microsecond each): cheaper than
@@ -68,9 +70,13 @@ class SQLiteRecordStore:
         self._table(conn)
         return [str(row[0]) for row in conn.execute(self._running).fetchall()]
 
-    def _delete_old(self, conn: sqlite3.Connection, before: float) -> int:
+    def _delete_old(self, conn: sqlite3.Connection, before: float,
+                    paused_before: float | None) -> int:
         self._table(conn)
-        return conn.execute(self._expire, (before,)).rowcount
+        count = conn.execute(self._expire, (before,)).rowcount
+        if paused_before is not None:
+            count += conn.execute(self._expire_paused, (paused_before,)).rowcount
+        return count
 
     async def insert(self, record: StoredRecord) -> StoredRecord | None:
         return await self._call(self._write_new, record)
@@ -84,8 +90,8 @@ class SQLiteRecordStore:
     async def running(self) -> list[str]:
         return await self._call(self._list_running, write=False)
 
-    async def expire(self, before: float) -> int:
-        return await self._call(self._delete_old, before)
+    async def expire(self, before: float, *, paused_before: float | None = None) -> int:
+        return await self._call(self._delete_old, before, paused_before)
 
     async def aclose(self) -> None:
         return None  # the worker and its connection are the log's: SQLiteLog.aclose closes them

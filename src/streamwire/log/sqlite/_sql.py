@@ -22,7 +22,7 @@ import msgspec
 from ...errors import StreamNotFoundError, StreamStateError
 from ...frames import ChunkFrame, RewoundFrame, TerminalFrame, TruncatedFrame
 from .. import Producer, StreamInfo, StreamStatus
-from .._common import WRITER_GONE, rewound_frame, terminal_frame
+from .._common import WRITER_GONE, rewound_frame, terminal_frame, ttl_for
 from .._producers import ProducerState, admit, record
 from .._reader import ReaderState, Step, attach, next_frames, settled
 from ._schema import COLUMNS, Row
@@ -135,11 +135,13 @@ class Statements:
     """Every call of ``SQLiteLog`` as SQL; ``pid`` and ``token`` name this log as a writer."""
 
     def __init__(self, *, max_chunks_per_stream: int, max_bytes_per_stream: int,
-                 finished_ttl: float, writer_timeout: float, token: str) -> None:
+                 finished_ttl: float, paused_ttl: float, writer_timeout: float,
+                 token: str) -> None:
         self.writer_timeout = writer_timeout
         self.max_chunks_per_stream = max_chunks_per_stream
         self.max_bytes_per_stream = max_bytes_per_stream
         self.finished_ttl = finished_ttl
+        self.paused_ttl = paused_ttl
         self.token = token
         self.pid = os.getpid()
         self._hot: dict[str, _Hot] = {}
@@ -212,7 +214,8 @@ class Statements:
 
     def _finish(self, conn: sqlite3.Connection, status: StreamStatus,
                 payload: dict[str, Any], where: str, args: tuple[Any, ...]) -> None:
-        expires = time.time() + self.finished_ttl if self.finished_ttl else None
+        ttl = ttl_for(status, self.finished_ttl, self.paused_ttl)
+        expires = time.time() + ttl if ttl else None  # 0 keeps it
         conn.execute(f"UPDATE streams SET status = ?, payload = ?, expires_at = ? WHERE {where}",
                      (status, _json_encode(payload), expires, *args))
 
