@@ -33,6 +33,7 @@ REPLY_ERROR_WORDS: Final[Mapping[str, str]] = MappingProxyType({
     "INVALID_OUTCOME": "Something went wrong while finishing this reply.",
     "TOOL_ERROR": "A tool this reply needed failed.",
     "TIMEOUT": "This reply took too long and was stopped." + _AGAIN,
+    "PAUSE_EXPIRED": "This reply waited too long for your answer and cannot go on." + _AGAIN,
     # the server running it (a retried run never shows these: its reply is replaced)
     "WORKER_SHUTDOWN": "The reply was interrupted by a server restart." + _AGAIN,
     "WORKER_LOST": "The server working on this reply stopped answering." + _AGAIN,
