@@ -188,7 +188,7 @@ async def test_d4_a_failed_run_ends_with_error_then_finish_error(server: ServerT
 async def test_refusals(server: ServerThread) -> None:
     async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
         cases = [
-            (await client.post("/api/chat", content=b"{not json"), 400),
+            (await client.post("/api/chat", content=b"{not json", headers={"content-type": "application/json"}), 400),
             (await client.post("/api/chat", json={"id": 7, "messages": []}), 422),
             (await client.post("/api/chat", json={"id": "c1", "messages": []}), 400),
             (await client.post("/api/chat", json=body("x", chat="bad/id")), 400),

@@ -14,6 +14,7 @@ from helpers.chat_samples import CHAT_SAMPLES, SAMPLE_IDS
 from streamwire.aisdk import (
     END_REASONS,
     FINISH_REASONS,
+    REPLY_ERROR_WORDS,
     TERMINALS,
     UI_MESSAGE_STREAM_HEADERS,
     ChatReplyDecoder,
@@ -121,6 +122,12 @@ def test_each_chat_event_maps_to_its_ui_chunks(case: str, msg: Message[Chat, Any
 
 
 #: The terminal table: the run stream's terminal -> the UI chunks after the open part is closed.
+def failed(code: str | None, *, recoverable: bool) -> dict[str, Any]:
+    """The chunk that gives a failed reply's code to the page (``metadata.error``)."""
+    return {"type": "message-metadata",
+            "messageMetadata": {"error": {"code": code, "recoverable": recoverable}}}
+
+
 TERMINAL_ROWS: list[tuple[str, Any, list[dict[str, Any]]]] = [
     ("completed", EndFrame("completed"), [{"type": "finish", "finishReason": "stop"}]),
     ("completed-reason-complete", EndFrame("completed", output={"reason": "complete"}),
@@ -140,12 +147,18 @@ TERMINAL_ROWS: list[tuple[str, Any, list[dict[str, Any]]]] = [
     ("interrupted", EndFrame("interrupted"),
      [{"type": "abort", "reason": "interrupted"}, {"type": "finish", "finishReason": "stop"}]),
     ("paused", EndFrame("paused", state={"at": 3}), [{"type": "finish", "finishReason": "stop"}]),
+    # D-4 in the user's words (aisdk._words), the code just before for the page's logic
     ("fail", FailFrame("the agent failed", False, {"code": "AGENT_ERROR"}),
-     [{"type": "error", "errorText": "the agent failed"}, {"type": "finish", "finishReason": "error"}]),
+     [failed("AGENT_ERROR", recoverable=False),
+      {"type": "error", "errorText": REPLY_ERROR_WORDS["AGENT_ERROR"]},
+      {"type": "finish", "finishReason": "error"}]),
     ("fail-recoverable", FailFrame("worker lost", True, {"code": "WORKER_LOST"}),
-     [{"type": "error", "errorText": "worker lost"}, {"type": "finish", "finishReason": "error"}]),
+     [failed("WORKER_LOST", recoverable=True),
+      {"type": "error", "errorText": REPLY_ERROR_WORDS["WORKER_LOST"]},
+      {"type": "finish", "finishReason": "error"}]),
     ("truncated", TruncatedFrame(4),
-     [{"type": "error", "errorText": "the reply's stream is truncated below sequence 4"},
+     [failed("TRUNCATED", recoverable=False),
+      {"type": "error", "errorText": REPLY_ERROR_WORDS["TRUNCATED"]},
       {"type": "finish", "finishReason": "error"}]),
 ]
 
@@ -163,7 +176,9 @@ def test_d4_a_failed_run_ends_with_the_error_then_finish_error_then_done() -> No
         FailFrame("the agent failed", False, {"code": "AGENT_ERROR"})]
     events = sse_events(encode_all(frames))
     data = [json.loads(d) if d != "[DONE]" else d for _, d in events]
-    assert data[-4:] == [{"type": "finish-step"}, {"type": "error", "errorText": "the agent failed"},
+    assert data[-5:] == [{"type": "finish-step"},
+                         failed("AGENT_ERROR", recoverable=False),
+                         {"type": "error", "errorText": REPLY_ERROR_WORDS["AGENT_ERROR"]},
                          {"type": "finish", "finishReason": "error"}, "[DONE]"]
     assert {"type": "text-end", "id": "t2"} in data, "the open text part is closed first"
     assert [d for d in data if isinstance(d, dict) and d["type"] == "finish"] == [

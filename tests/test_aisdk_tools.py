@@ -225,11 +225,13 @@ def test_d4_a_failure_closes_every_open_tool_part_before_error_and_finish() -> N
     closing = [{"type": "tool-output-error", "toolCallId": call, "errorText": "boom"}
                for call in ("streaming", "waiting", "asking")]
     assert _closings(FailFrame("boom", False)) == [
-        *closing, {"type": "finish-step"}, {"type": "error", "errorText": "boom"},
-        {"type": "finish", "finishReason": "error"}]
+        *closing, {"type": "finish-step"},
+        {"type": "message-metadata",
+         "messageMetadata": {"error": {"code": None, "recoverable": False}}},
+        {"type": "error", "errorText": "boom"}, {"type": "finish", "finishReason": "error"}]
     truncated = _closings(TruncatedFrame(3))
     assert [c["type"] for c in truncated] == ["tool-output-error"] * 3 + [
-        "finish-step", "error", "finish"]
+        "finish-step", "message-metadata", "error", "finish"]
 
 
 def test_a_stop_closes_every_open_tool_part() -> None:
@@ -331,7 +333,8 @@ OPEN_STATES = {"input-streaming", "input-available", "approval-requested"}
 #: The keys ai@6's uiMessageChunkSchema declares for the chunk types streamwire sends.
 V6_KEYS: dict[str, set[str]] = {
     "start": {"messageId"}, "start-step": set(), "finish-step": set(), "finish": {"finishReason"},
-    "abort": {"reason"}, "error": {"errorText"}, "text-start": {"id"}, "text-delta": {"id", "delta"},
+    "abort": {"reason"}, "error": {"errorText"}, "message-metadata": {"messageMetadata"},
+    "text-start": {"id"}, "text-delta": {"id", "delta"},
     "text-end": {"id"}, "reasoning-start": {"id"}, "reasoning-delta": {"id", "delta"},
     "reasoning-end": {"id"}, "source-url": {"sourceId", "url", "title"},
     "tool-input-start": {"toolCallId", "toolName", "title"},

@@ -86,7 +86,8 @@ async def failed_mid_tool() -> bytes:
     run = Recorder()
     call = await ToolCall.start(run, "get_weather", call_id="call-4")
     await call.input_delta('{"city":"Pa')
-    return sse_body(run.sent, FailFrame("the worker running the agent shut down", True))
+    return sse_body(run.sent, FailFrame("the worker running the agent shut down", True,
+                                        {"code": "WORKER_SHUTDOWN"}))
 
 
 def _node() -> str:

@@ -232,7 +232,8 @@ async def test_malformed_bodies_and_parameters_change_nothing() -> None:
                 ("cleanup", b'{"step": "1"}', 422, "Expected `int`"),
             ]
             for route, body, status, says in cases:
-                resp = await client.post(f"/streams/m/{route}", content=body)
+                resp = await client.post(f"/streams/m/{route}", content=body,
+                                         headers={"content-type": "application/json"})
                 assert resp.status_code == status, (route, body[:60], resp.text)
                 assert says in resp.json()["error"], (route, resp.text)
             info = (await client.get("/streams/m/info")).json()
@@ -263,7 +264,8 @@ async def test_multiline_chunk_json_stays_one_frame() -> None:
         async with httpx.AsyncClient(base_url=srv.base) as client:
             await client.put("/streams/ml")
             resp = await client.post("/streams/ml/chunks",
-                                     content=b'[{"step": 0, "chunk": {\n  "a": "x\\ny"\r\n}}]')
+                                     content=b'[{"step": 0, "chunk": {\n  "a": "x\\ny"\r\n}}]',
+                                     headers={"content-type": "application/json"})
             assert resp.json() == {"sequences": [1]}
             await client.post("/streams/ml/end", json={"status": "completed"})
             frames = await read_all(client, "ml")

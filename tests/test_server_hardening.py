@@ -81,10 +81,11 @@ async def test_integers_above_2_53_are_refused_everywhere(backend: LogFactory) -
             for step in (SAFE + 1, 2**63, 2**64 + 1, 10**30):
                 resp = await client.post("/streams/n/chunks",
                                          content=b'[{"step": 0, "chunk": 1}, {"step": %d, '
-                                                 b'"chunk": 2}]' % step)
+                                                 b'"chunk": 2}]' % step, headers={"content-type": "application/json"})
                 assert resp.status_code == 400, resp.text
                 assert "above 2^53 - 1" in resp.json()["error"]
-                resp = await client.post("/streams/n/cleanup", content=b'{"step": %d}' % step)
+                resp = await client.post("/streams/n/cleanup", content=b'{"step": %d}' % step,
+                                         headers={"content-type": "application/json"})
                 assert resp.status_code == 400, resp.text
                 for params, headers in (({"cursor": str(step)}, {}),
                                         ({}, {"Last-Event-ID": str(step)})):
@@ -112,14 +113,14 @@ async def test_deeply_nested_json_is_400_not_500(backend: LogFactory) -> None:
                             + nested(depth) + b"}}",
                 }
                 for route, body in bodies.items():
-                    resp = await client.post(f"/streams/d/{route}", content=body)
+                    resp = await client.post(f"/streams/d/{route}", content=body, headers={"content-type": "application/json"})
                     assert resp.status_code == 400, (route, depth, resp.text[:200])
                     assert "nests arrays and objects" in resp.json()["error"]
             # brackets inside strings and escaped quotes do not count as nesting
             tricky = b'"' + b'[{\\"\\\\' * 400 + b'"'
             ok = await client.post("/streams/d/chunks",
                                    content=b'[{"step": 0, "chunk": [' + tricky + b", "
-                                           + nested(200) + b"]}]")
+                                           + nested(200) + b"]}]", headers={"content-type": "application/json"})
             assert ok.status_code == 200, ok.text
             info = (await client.get("/streams/d/info")).json()
             assert (info["head"], info["status"]) == (1, "active")
@@ -132,16 +133,17 @@ async def test_invalid_utf8_and_lone_surrogates_in_a_chunk_are_refused(backend: 
             for bad in (b'"\xff"', b'"a\xfeb"', b'"\xed\xa0\x80"', b'"\xc0\xaf"', b'"\\ud800"',
                         b'{"k": "x\\udc00y"}', b'"\xf4\x90\x80\x80"'):
                 resp = await client.post("/streams/u/chunks",
-                                         content=b'[{"step": 0, "chunk": ' + bad + b"}]")
+                                         content=b'[{"step": 0, "chunk": ' + bad + b"}]",
+                                         headers={"content-type": "application/json"})
                 assert resp.status_code == 400, (bad, resp.text)
             for bad_end in (b'{"status": "completed", "output": "\xff"}',
                             b'{"error": "\xed\xb0\x80", "recoverable": true}'):
                 route = "end" if b"status" in bad_end else "fail"
-                resp = await client.post(f"/streams/u/{route}", content=bad_end)
+                resp = await client.post(f"/streams/u/{route}", content=bad_end, headers={"content-type": "application/json"})
                 assert resp.status_code == 400, (bad_end, resp.text)
             good = '"h\u00e9 \U0001f600 \\ud83d\\ude00"'.encode()
             resp = await client.post("/streams/u/chunks",
-                                     content=b'[{"step": 0, "chunk": ' + good + b"}]")
+                                     content=b'[{"step": 0, "chunk": ' + good + b"}]", headers={"content-type": "application/json"})
             assert resp.json() == {"sequences": [1]}
             await client.post("/streams/u/end", json={"status": "completed"})
             frames = await read_all(client, "u")
@@ -159,7 +161,7 @@ async def test_stream_ids_that_are_not_utf8_or_not_printable_are_refused(
                 for method, route in (("PUT", ""), ("GET", "/info"), ("GET", "/sse"),
                                       ("POST", "/chunks"), ("POST", "/end")):
                     resp = await client.request(method, f"/streams/{raw}{route}",
-                                                content=b'[{"step": 0, "chunk": 1}]')
+                                                content=b'[{"step": 0, "chunk": 1}]', headers={"content-type": "application/json"})
                     assert resp.status_code == 400, (raw, method, route, resp.text)
                     error = resp.json()["error"]
                     assert "not UTF-8" in error or "control or invisible" in error, error

@@ -69,7 +69,7 @@ test('a full reply through the Chat class equals the demo agent\'s reply', async
   assert.equal(chat.messages.length, 2);
   const reply = chat.lastMessage;
   assert.equal(reply.role, 'assistant');
-  assert.match(reply.id, /^chat-[0-9a-f]{32}-assistant$/);
+  assert.match(reply.id, /^chat:node-full:[0-9a-f]{32}-assistant$/);
   assert.equal(textOf(reply), EXPECTED[prompt].full);
   const reasoning = reply.parts.filter((p) => p.type === 'reasoning');
   assert.equal(reasoning.length, 1);

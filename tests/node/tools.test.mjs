@@ -76,12 +76,16 @@ test('a denied call: output-denied, then the text of the next step', { skip }, a
 test('D-4 while a tool runs: the tool part ends output-error, then error, then finish{error}',
      { skip }, async () => {
   const { message, chunks, errors } = await reply('failed');
-  const reason = 'the worker running the agent shut down';
+  // the user's words (streamwire.aisdk.REPLY_ERROR_WORDS), not the server's text; the code for
+  // machines in the message's metadata
+  const reason = 'The reply was interrupted by a server restart. Please send your message again.';
   assert.deepEqual(errors, [reason]);
   assert.deepEqual(kinds(message), ['step-start', 'tool-get_weather']);
+  assert.deepEqual(message.metadata.error, { code: 'WORKER_SHUTDOWN', recoverable: true });
   const tool = message.parts[1];
   assert.equal(tool.state, 'output-error');
   assert.equal(tool.errorText, reason);
-  assert.deepEqual(chunks.slice(-3).map((c) => c.type), ['finish-step', 'error', 'finish']);
+  assert.deepEqual(chunks.slice(-4).map((c) => c.type),
+                   ['finish-step', 'message-metadata', 'error', 'finish']);
   assert.deepEqual(chunks.at(-1), { type: 'finish', finishReason: 'error' });
 });

@@ -56,13 +56,19 @@ end completed, reason              ``finish{length}`` for ``context_limit`` (``s
 end interrupted (stopped)          ``finish-step``, ``abort{reason: interrupted}``,
                                    ``finish{stop}``: the text so far is kept
 end paused                         ``finish-step``, ``finish{stop}``
-fail (D-4)                         ``finish-step``, ``error{errorText}``, ``finish{error}``
-truncated                          ``finish-step``, ``error{errorText}``, ``finish{error}``
+fail (D-4)                         ``finish-step``, ``message-metadata{error: {code,
+                                   recoverable}}``, ``error{errorText}``, ``finish{error}``
+truncated                          the same, code ``TRUNCATED``
 =================================  =============================================================
+
+``errorText`` is in the user's words for the failure's code (``REPLY_ERROR_WORDS``: "The reply
+was interrupted by a server restart. Please send your message again."), never internal text; an
+agent's own ``AgentError`` code keeps its message. The code is for machines, in the message's
+metadata (``message.metadata.error.code``).
 
 Open text or reasoning parts are closed (``text-end``/``reasoning-end``) before ``finish-step``,
 and so are the tool parts left open (``open_tool_ending``: a ``tool-output-error`` each): at any end
-one whose input is still streaming, on ``fail``/``truncated`` (with the error's text, before
+one whose input is still streaming, on ``fail``/``truncated`` (with the error's words, before
 ``error``) and on a stop every one waiting for its output or approval. ``finish-step`` is sent
 only while a step is open (not after a ``step_finish``).
 """
@@ -119,13 +125,16 @@ from ._mapping import (
 )
 from ._reply import ChatReplyDecoder
 from ._stream import EventPosition, UIMessageStreamEncoder, format_event_id, parse_event_id
+from ._words import GENERIC_WORDS, REPLY_ERROR_WORDS, reply_error_code, reply_error_words
 
 __all__ = [
     "DATA_PARTS",
     "DONE_DATA",
     "END_REASONS",
     "FINISH_REASONS",
+    "GENERIC_WORDS",
     "INPUT_NEVER_COMPLETED",
+    "REPLY_ERROR_WORDS",
     "STOPPED_BEFORE_OUTPUT",
     "TERMINALS",
     "TOOL_CHUNKS",
@@ -167,6 +176,8 @@ __all__ = [
     "format_event_id",
     "open_tool_ending",
     "parse_event_id",
+    "reply_error_code",
+    "reply_error_words",
     "split_message_chunk",
     "terminal_frame",
 ]

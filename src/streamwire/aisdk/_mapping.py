@@ -29,6 +29,7 @@ from ..contract import Message
 from ..errors import StreamTruncatedError
 from ..frames import EndFrame, EndStatus, FailFrame, TerminalFrame, TruncatedFrame
 from ._chunks import FinishReason
+from ._words import reply_error_words
 
 __all__ = [
     "DATA_PARTS",
@@ -113,15 +114,14 @@ def open_tool_ending(frame: TerminalFrame, state: ToolCallState) -> str | None:
 
     A part whose input is still streaming is closed at any end (no one can complete it). A part
     waiting for its output or an approval is closed when the reply failed (with the failure's
-    text: D-4, before ``error``) or was stopped; at a completed or paused end it stays open: the
+    words, ``_words``: D-4, before ``error``) or was stopped; at a completed or paused end it
+    stays open: the
     client's own tool (``addToolOutput``) or the user's approval answers it.
     """
     if state not in ("input-streaming", "input-available", "approval-requested"):
         return None
-    if isinstance(frame, FailFrame):
-        return frame.error
-    if isinstance(frame, TruncatedFrame):
-        return truncated_text(frame)
+    if isinstance(frame, FailFrame | TruncatedFrame):
+        return reply_error_words(frame)
     if frame.status == "interrupted":
         return STOPPED_BEFORE_OUTPUT
     return INPUT_NEVER_COMPLETED if state == "input-streaming" else None

@@ -10,6 +10,11 @@ The body is the app's own ``body`` fields plus ``{id, messages, trigger, message
   ``regenerate-message`` asks for a new reply on purpose and always gets a fresh run;
 * the reply's assistant message id is ``<run id>-assistant``: the POST and every resume send the
   same one in ``start``, so a resumed reply replaces the message instead of appending a copy.
+
+Chat ids live in their own part of the stream id space: every id beginning ``chat:``
+(``CHAT_PREFIX``) is the chat routes' -- a chat's index stream ``chat:<chat id>`` and its runs
+``chat:<chat id>:<key>`` (chat ids hold no ``:``, so the two never meet). The server refuses that
+prefix wherever a client names an id itself (a ``runId``, a plain stream write).
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ from typing import Any, Final, final
 
 import msgspec
 
-__all__ = ["CHAT_ID_CHARS", "MAX_CHAT_ID_LENGTH", "ChatRequest", "assistant_message_id",
-           "check_chat_id"]
+__all__ = ["CHAT_ID_CHARS", "CHAT_PREFIX", "MAX_CHAT_ID_LENGTH", "ChatRequest",
+           "assistant_message_id", "chat_stream_id", "check_chat_id"]
 
 #: Characters of a chat id (a URL path segment and part of a stream id in every backend).
 CHAT_ID_CHARS: Final = frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~")
+#: The prefix of every id the chat routes make (index streams and runs); no client names one.
+CHAT_PREFIX: Final = "chat:"
 #: Characters of a chat id at most.
 MAX_CHAT_ID_LENGTH: Final = 128
 _TRANSPORT_FIELDS: Final = frozenset({"id", "messages", "trigger", "messageId"})
@@ -42,6 +49,11 @@ def check_chat_id(chat_id: str) -> str:
         raise ValueError(f"a chat id is 1 to {MAX_CHAT_ID_LENGTH} characters among A-Z a-z 0-9 "
                          f"- _ . ~, not {chat_id[:40]!r}")
     return chat_id
+
+
+def chat_stream_id(chat_id: str) -> str:
+    """The id of the stream that lists a chat's runs (its index)."""
+    return f"{CHAT_PREFIX}{chat_id}"
 
 
 def assistant_message_id(run_id: str) -> str:
@@ -115,4 +127,4 @@ class ChatRequest(msgspec.Struct, frozen=True):
             key = uuid.uuid4().hex
         else:
             key = hashlib.sha256(_encode([chat_id, user.id, prompt])).hexdigest()[:32]
-        return cls(chat_id, trigger, user.id, prompt, f"chat-{key}", run_input)
+        return cls(chat_id, trigger, user.id, prompt, f"{CHAT_PREFIX}{chat_id}:{key}", run_input)

@@ -20,7 +20,9 @@ with the UI message chunks they mean (``chunks``) or with the SSE bytes of those
 * the terminal frame closes the open part, the tool parts ``open_tool_ending`` names (each with
   ``tool-output-error``) and the open step, then ends the message: ``finish`` with the mapped
   reason (after ``abort`` for a stopped run); a ``fail`` (or ``truncated``) ends it as D-4 says:
-  ``error{errorText}``, then ``finish{finishReason: "error"}``; then ``[DONE]``.
+  ``error{errorText}``, then ``finish{finishReason: "error"}``; then ``[DONE]``. The ``errorText``
+  is the user's words for the failure's code; just before it, ``message-metadata`` gives the page's
+  logic ``metadata.error = {code, recoverable}`` (``_words``).
 
 Event ids. Every SSE event carries its position in the run's stream: the sequence of the chunk
 that produced it, and its index among that chunk's UI events (``"7"`` for the first, ``"7.1"``
@@ -63,8 +65,8 @@ from ._mapping import (
     TOOL_CHUNKS,
     end_reason,
     open_tool_ending,
-    truncated_text,
 )
+from ._words import reply_error_code, reply_error_words
 
 __all__ = ["EventPosition", "UIMessageStreamEncoder", "format_event_id", "parse_event_id"]
 
@@ -336,6 +338,8 @@ class UIMessageStreamEncoder:
                 out.append({"type": "abort", "reason": "interrupted"})
             out.append({"type": "finish", "finishReason": FINISH_REASONS[reason]})
             return
-        text = frame.error if isinstance(frame, FailFrame) else truncated_text(frame)
-        out.append({"type": "error", "errorText": text})
+        # D-4, in the user's words (``_words``); the code for the page's logic just before
+        out.append({"type": "message-metadata",
+                    "messageMetadata": {"error": reply_error_code(frame)}})
+        out.append({"type": "error", "errorText": reply_error_words(frame)})
         out.append({"type": "finish", "finishReason": "error"})

@@ -89,8 +89,8 @@ class RunContext(Generic[C]):
     adds no empty step.
     """
 
-    __slots__ = ("_boundary", "_chat", "_contract", "_ended", "_log", "_tool_calls", "agent",
-                 "input", "resume_input", "resumed", "run_id", "state", "step", "stream_id")
+    __slots__ = ("_boundary", "_chat", "_contract", "_ended", "_log", "_reply_error", "_tool_calls",
+                 "agent", "input", "resume_input", "resumed", "run_id", "state", "step", "stream_id")
 
     def __init__(self, log: StreamLog, *, run_id: str, agent: str, stream_id: str, input: Any,
                  state: Any = None, resume_input: Any = None, resumed: bool = False,
@@ -101,6 +101,8 @@ class RunContext(Generic[C]):
         self._boundary: int | None = None  # the step a pending step_finish closes
         self._tool_calls: dict[str, ToolCallState] = {}
         self._ended = False
+        #: The payload of the ``Chat.error`` the agent emitted, if any: its run fails (D-4).
+        self._reply_error: Any = None
         self.run_id = run_id
         self.agent = agent
         self.stream_id = stream_id
@@ -159,6 +161,8 @@ class RunContext(Generic[C]):
                 f"{bound.contract.__qualname__}.{bound.attr}: the payload does not match the "
                 f"event's type, so a reader would drop it: {exc}", event=bound.name, raw=chunk
             ) from None
+        if bound.name == "error" and Chat.events().get("error") is bound:
+            self._reply_error = msg.data
         return chunk
 
     def next_step(self) -> int:

@@ -7,6 +7,9 @@ returns, the worker survives and records one outcome). So:
 * any exception, of any class, is ``failed`` ``AGENT_ERROR`` with no internal text (its type and
   text only with ``expose_errors``); an ``AgentError`` carries the message, code and detail it
   was raised with, when those are JSON;
+* an agent that emitted the chat contract's ``error`` event (``Chat.error``) and returned failed
+  its reply: the run is ``failed`` ``AGENT_ERROR`` with the event's ``message`` as its error
+  (``reply_error``), so ``/status`` and the stream's terminal say what the reply said (TRD D-4);
 * the value returned must be a valid outcome: output and pause state JSON (msgspec's rules, the
   ones the contract encodes payloads with, at most ``MAX_OUTCOME_DEPTH`` deep), usage a mapping
   of numbers; any other is ``failed`` ``INVALID_OUTCOME``, naming the field but not the value.
@@ -23,11 +26,11 @@ from typing import Any, Final, NamedTuple, cast
 
 import msgspec
 
-from ._context import AgentError, Completed, Paused
+from ._context import AgentError, Completed, Paused, RunContext
 from ._record import RunStatus
 
 __all__ = ["AGENT_ERROR", "INVALID_OUTCOME", "MAX_OUTCOME_DEPTH", "Settlement",
-           "agent_error_fields", "settlement"]
+           "agent_error_fields", "reply_error", "settlement"]
 
 #: ``errorDetail.code`` of a run whose agent raised (anything but a well-formed ``AgentError``).
 AGENT_ERROR: Final = "AGENT_ERROR"
@@ -76,6 +79,20 @@ def settlement(result: Any, error: BaseException | None, *, expose_errors: bool)
         return Settlement("failed", {
             "error": text + cause if expose_errors else text, "recoverable": False,
             "error_detail": {"code": INVALID_OUTCOME, "field": invalid.field}}, text + cause)
+
+
+def reply_error(ctx: RunContext[Any]) -> AgentError | None:
+    """The failure of an agent that emitted ``Chat.error`` (``{"error", "message"}``) and
+    returned: ``AGENT_ERROR`` with the event's ``message`` (its ``error`` in the detail); None
+    when it emitted none."""
+    data: object = ctx._reply_error  # pyright: ignore[reportPrivateUsage] - the service's
+    if not isinstance(data, Mapping):
+        return None
+    payload = cast("Mapping[str, object]", data)
+    message, error = payload.get("message"), payload.get("error")
+    text = message if isinstance(message, str) and message else "the reply failed"
+    return AgentError(text, code=AGENT_ERROR,
+                      detail={"error": error} if isinstance(error, str) else None)
 
 
 def agent_error_fields(error: BaseException, *, expose_errors: bool) -> Fields:

@@ -25,6 +25,7 @@ import anyio
 import sniffio
 
 from ._context import Agent, RunContext, end_context
+from ._exit import reply_error
 
 __all__ = ["LocalRun", "Reason", "start_agent"]
 
@@ -88,6 +89,7 @@ def start_agent(fn: Agent, ctx: RunContext[Any], local: LocalRun, *, name: str) 
     async def call() -> None:
         try:
             local.result = await fn(ctx)
+            local.error = reply_error(ctx)  # it emitted Chat.error: the run fails (D-4)
         except BaseException as exc:
             # Every class is the agent's (SystemExit, KeyboardInterrupt, a CancelledError it raised
             # itself, ...) unless the service cancelled the run: then whatever it raised on its way

@@ -24,7 +24,13 @@ from ..runs import Agent, Runs
 from ._asgi import Receive, Scope, Send
 from ._auth import Authorize, write_protection
 from ._chat import ChatAPI, chat_openapi_paths
-from ._context import RawRoute, RouteContext, StreamHandler
+from ._context import (
+    CORS_ALLOW_HEADERS,
+    CORS_EXPOSE_HEADERS,
+    RawRoute,
+    RouteContext,
+    StreamHandler,
+)
 from ._engine import WAITING, Engine, ServerStatistics
 from ._fanout import Fanout, log_shares_readers
 from ._http import Refusal, WriteAPI, encode_json, parse_cursor
@@ -117,10 +123,8 @@ class StreamApp(Starlette):
         if settings.cors_origins:
             middleware.append(Middleware(
                 CORSMiddleware, allow_origins=list(settings.cors_origins),
-                allow_methods=["GET", "PUT", "POST"],
-                allow_headers=["Authorization", "Content-Type", "Last-Event-ID", "Producer-Id",
-                               "Producer-Epoch", "Producer-Seq"],
-                max_age=600))
+                allow_methods=["GET", "PUT", "POST"], allow_headers=list(CORS_ALLOW_HEADERS),
+                expose_headers=list(CORS_EXPOSE_HEADERS), max_age=600))
         super().__init__(routes=routes, middleware=middleware, lifespan=self.lifespan,
                          exception_handlers={HTTPException: routing_error})
 

@@ -15,7 +15,9 @@ authorization hook as the stream routes (the hook gets the chat id: ``write`` to
 ================================  ================================================================
 
 A chat's runs are listed in a stream of the log itself (``chat:<id>``, one ``{"runId"}`` chunk per
-reply), so every server process on a shared backend answers for every chat. Replies are sent as
+reply), so every server process on a shared backend answers for every chat. Ids beginning
+``chat:`` are these routes' alone (``_ids``): the index and the chat's runs (``chat:<id>:<key>``);
+no client-chosen run id or plain stream write reaches them. Replies are sent as
 the run's stream is read (``streamwire.aisdk.UIMessageStreamEncoder``), on the connection engine
 (``_engine``) like every stream: each reply counts against ``max_connections`` and
 ``max_connections_per_stream`` (its run's stream), gets heartbeat comments when quiet, is evicted
@@ -35,7 +37,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..aisdk import UI_MESSAGE_STREAM_HEADERS, UIMessageStreamEncoder, parse_event_id
-from ..aisdk._request import ChatRequest, assistant_message_id, check_chat_id
+from ..aisdk._request import ChatRequest, assistant_message_id, chat_stream_id, check_chat_id
 from ..errors import StreamNotFoundError, StreamStateError, UsageError
 from ..frames import ChunkFrame, StreamFrame
 from ..log import StreamLog
@@ -43,7 +45,8 @@ from ..runs import Runs
 from ._asgi import Receive, Scope, Send
 from ._context import RawRoute, RouteContext
 from ._engine import Connection
-from ._http import Refusal, encode_json, read_body
+from ._http import Refusal, encode_json, read_json
+from ._openapi import NOT_JSON
 from ._wire import failure_frame
 
 __all__ = ["ChatAPI", "chat_openapi_paths"]
@@ -60,7 +63,7 @@ class ChatIndex:
 
     async def latest(self, chat_id: str) -> str | None:
         """The run id of the chat's last reply, or None if it has none."""
-        stream = f"chat:{chat_id}"
+        stream = chat_stream_id(chat_id)
         try:
             head = (await self.log.info(stream)).head
         except StreamNotFoundError:
@@ -78,7 +81,7 @@ class ChatIndex:
 
     async def point(self, chat_id: str, run_id: str) -> None:
         """Make ``run_id`` the chat's current reply."""
-        stream, chunk = f"chat:{chat_id}", encode_json({"runId": run_id})
+        stream, chunk = chat_stream_id(chat_id), encode_json({"runId": run_id})
         try:
             await self.log.append(stream, 0, chunk)
         except StreamNotFoundError:
@@ -115,7 +118,7 @@ class ChatAPI:
         cors = self.ctx.cors_headers(request)
         conn: Connection | None = None
         try:
-            chat = ChatRequest.parse(await read_body(request, self.max_body))
+            chat = ChatRequest.parse(await read_json(request, self.max_body))
             await self.ctx.check_access(request, chat.chat_id, "write")
             # the slot first: a refused reply starts no run (its stream has the run's id)
             conn = self.ctx.engine.admit(chat.run_id, scope)
@@ -158,7 +161,7 @@ class ChatAPI:
         try:
             chat_id = self._chat_id(request.path_params["chat_id"])
             await self.ctx.check_access(request, chat_id, "write")
-            body = await read_body(request, self.max_body)
+            body = await read_json(request, self.max_body, optional=True)
             wanted = msgspec.json.decode(body, type=dict[str, str]).get("runId") if body else None
             run_id = await self.index.latest(chat_id)
             if run_id is None:
@@ -275,7 +278,7 @@ def chat_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
                                "trigger": {"enum": ["submit-message", "regenerate-message"]},
                                "messageId": {"type": ["string", "null"]}},
                 "additionalProperties": True}}}},
-            "responses": {"200": stream, **errors,
+            "responses": {"200": stream, **errors, "415": NOT_JSON,
                           "413": {"$ref": "#/components/responses/TooLarge"},
                           "422": {"$ref": "#/components/responses/Invalid"}}}},
         "/api/chat/{chat_id}/stream": {"get": {
@@ -293,7 +296,7 @@ def chat_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
                 "type": "object", "properties": {"runId": {"type": "string"}}}}}},
             "responses": {"200": {"description": "The run's status.", "content": {
                 "application/json": {"schema": {"type": "object"}}}},
-                **errors, "404": {"$ref": "#/components/responses/NotFound"},
+                **errors, "404": {"$ref": "#/components/responses/NotFound"}, "415": NOT_JSON,
                 "409": {"$ref": "#/components/responses/Conflict"}}}},
     }
     return {**document, "paths": {**document["paths"], **paths}}

@@ -20,7 +20,8 @@ from ._engine import Connection, Engine
 from ._http import Refusal, check_stream_id, refusal_for, send_error
 from ._settings import ServerSettings
 
-__all__ = ["Endpoint", "RawRoute", "RouteContext", "StreamHandler"]
+__all__ = ["CORS_ALLOW_HEADERS", "CORS_EXPOSE_HEADERS", "Endpoint", "RawRoute", "RouteContext",
+           "StreamHandler"]
 
 logger = logging.getLogger("streamwire.server")
 
@@ -29,6 +30,18 @@ Endpoint: TypeAlias = Callable[[Request], Awaitable[Response]]
 #: straight from ``StreamApp.__call__`` (no middleware wraps ``send``), the router through
 #: ``RawRoute``.
 StreamHandler: TypeAlias = Callable[[Scope, Receive, Send, str], Awaitable[None]]
+
+#: Every request header the API reads, which a browser must be allowed to send cross-origin:
+#: the bearer token, JSON bodies, a start's key, the SSE cursor and the producer headers.
+CORS_ALLOW_HEADERS: Final = ("Authorization", "Content-Type", "Idempotency-Key",
+                             "Last-Event-ID", "Producer-Id", "Producer-Epoch", "Producer-Seq")
+#: Every response header a client reads, which a browser's script may see cross-origin: when to
+#: retry, where a started run lives, a producer's fencing and gap answers, and the UI message
+#: stream's version.
+CORS_EXPOSE_HEADERS: Final = ("Retry-After", "Content-Location", "Producer-Epoch",
+                              "Producer-Expected-Seq", "Producer-Received-Seq",
+                              "x-vercel-ai-ui-message-stream")
+_EXPOSE: Final = (b"access-control-expose-headers", ", ".join(CORS_EXPOSE_HEADERS).encode())
 
 #: What a runs or chat request of an app whose agents were never started is told (and the log).
 NOT_STARTED: Final = (
@@ -67,8 +80,9 @@ class RouteContext:
         if origin is None or not (self._cors_any or origin in self._cors):
             return []
         if self._cors_any:
-            return [(b"access-control-allow-origin", b"*")]
-        return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
+            return [(b"access-control-allow-origin", b"*"), _EXPOSE]
+        return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin"),
+                _EXPOSE]
 
     async def check_access(self, request: Request, stream_id: str, access: Access) -> None:
         """Run the authorization hook (it refuses by raising ``HTTPException``)."""

@@ -9,7 +9,10 @@ unless the app exposes errors.
 Hostile input is refused here, before any log call, so every backend answers it the same way and
 nothing is half-applied: a body that is not UTF-8 or nests deeper than ``MAX_JSON_DEPTH``, a step
 or cursor above ``MAX_SAFE_INTEGER``, a stream id that is not printable text or whose
-percent-decoding is not UTF-8 (all 400).
+percent-decoding is not UTF-8 (all 400). ``read_json`` is the one reader of every JSON route's
+body (the stream, runs and chat routes): ``Content-Type: application/json`` or 415 (a browser
+posts ``text/plain``, a bare ``Blob`` or a form cross-site without asking: no such body is ever
+read), then the size (413), UTF-8 and depth (400) checks.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import itertools
 import logging
 import urllib.parse
-from typing import Annotated, Any, Final, Literal, TypeAlias, TypeVar
+from typing import Annotated, Any, Final, Literal, TypeAlias
 
 import msgspec
 from starlette.exceptions import HTTPException
@@ -42,10 +45,10 @@ __all__ = [
     "MAX_SAFE_INTEGER",
     "Refusal",
     "WriteAPI",
+    "check_json",
     "check_stream_id",
     "chunks_decoder",
     "cleanup_decoder",
-    "decode_json",
     "encode_json",
     "end_decoder",
     "fail_decoder",
@@ -54,6 +57,7 @@ __all__ = [
     "parse_cursor",
     "producer_of",
     "read_body",
+    "read_json",
     "refusal_for",
     "send_error",
 ]
@@ -67,7 +71,6 @@ MAX_JSON_DEPTH: Final = 256
 #: Digits of ``MAX_SAFE_INTEGER``: a longer cursor is refused before ``int()`` reads it.
 _MAX_CURSOR_DIGITS: Final = 16
 _Step = Annotated[int, msgspec.Meta(ge=0)]
-_T = TypeVar("_T")
 
 
 class ChunkIn(msgspec.Struct, forbid_unknown_fields=True):
@@ -160,7 +163,7 @@ def _refusal(exc: Exception, *, expose_errors: bool, write: bool) -> Refusal:
         return Refusal(422, f"the body does not have the expected shape: {exc}")
     if isinstance(exc, msgspec.DecodeError):
         return Refusal(400, f"the body is not valid JSON: {exc}")
-    if isinstance(exc, RecursionError):  # decode_json's depth check should have caught it
+    if isinstance(exc, RecursionError):  # read_json's depth check should have caught it
         return Refusal(400, "the body nests arrays and objects too deeply")
     if isinstance(exc, ProducerSequenceError):
         return Refusal(409, str(exc), {"Producer-Expected-Seq": str(exc.expected),
@@ -266,9 +269,9 @@ def json_depth(text: bytes) -> int:
     return max(itertools.accumulate(memoryview(steps).cast("b")), default=0)
 
 
-def decode_json(decoder: msgspec.json.Decoder[_T], body: bytes) -> _T:
-    """Decode a request body: UTF-8 (JSON text must be; a chunk is re-sent as it came), at most
-    ``MAX_JSON_DEPTH`` deep, then ``decoder``'s shape."""
+def check_json(body: bytes) -> bytes:
+    """``body`` if it is UTF-8 (JSON text must be; a chunk is re-sent as it came) and nests at most
+    ``MAX_JSON_DEPTH`` deep; else 400."""
     if not body.isascii():
         try:
             body.decode()
@@ -280,7 +283,7 @@ def decode_json(decoder: msgspec.json.Decoder[_T], body: bytes) -> _T:
         if depth > MAX_JSON_DEPTH:
             raise Refusal(400, f"the body nests arrays and objects {depth} deep, over the limit "
                                f"of {MAX_JSON_DEPTH}")
-    return decoder.decode(body)
+    return body
 
 
 _PRODUCER_HEADERS: Final = ("producer-id", "producer-epoch", "producer-seq")
@@ -315,6 +318,30 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
+def is_json_type(content_type: str | None) -> bool:
+    """``application/json`` or an ``application/*+json`` type, with any parameters."""
+    if content_type is None:
+        return False
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                           and media.endswith("+json"))
+
+
+async def read_json(request: Request, limit: int, *, optional: bool = False) -> bytes:
+    """The body of a JSON route, the one reader every such route uses: 415 unless its
+    ``Content-Type`` is JSON (no cross-site ``text/plain`` or form post is ever read), 413 past
+    ``limit`` bytes, 400 unless UTF-8 and at most ``MAX_JSON_DEPTH`` deep. An ``optional`` body
+    may be absent (``b""``, whatever the content type)."""
+    content_type = request.headers.get("content-type")
+    if not is_json_type(content_type):
+        if optional and not await read_body(request, limit):
+            return b""
+        said = f"Content-Type {content_type[:60]!r}" if content_type else "no Content-Type"
+        raise Refusal(415, f"the body must be JSON sent as Content-Type: application/json, "
+                           f"not {said}")
+    return check_json(await read_body(request, limit))
+
+
 class WriteAPI:
     """The JSON routes' handlers over one log: each takes the request and the stream id."""
 
@@ -332,7 +359,7 @@ class WriteAPI:
 
     async def chunks(self, request: Request, stream_id: str) -> Response:
         producer = producer_of(request)
-        items = decode_json(chunks_decoder, await read_body(request, self.max_body))
+        items = chunks_decoder.decode(await read_json(request, self.max_body))
         if len(items) > self.max_batch:
             raise Refusal(413, f"the batch has {len(items)} chunks, over the limit of "
                                 f"{self.max_batch} (create_app(max_batch_chunks=...))")
@@ -349,20 +376,20 @@ class WriteAPI:
 
     async def end(self, request: Request, stream_id: str) -> Response:
         producer = producer_of(request)
-        body = decode_json(end_decoder, await read_body(request, self.max_body))
+        body = end_decoder.decode(await read_json(request, self.max_body))
         await self.log.end_stream(stream_id, body.status, output=body.output, state=body.state,
                                   usage=body.usage, producer=producer)
         return json_response(info_json(await self.log.info(stream_id)))
 
     async def fail(self, request: Request, stream_id: str) -> Response:
         producer = producer_of(request)
-        body = decode_json(fail_decoder, await read_body(request, self.max_body))
+        body = fail_decoder.decode(await read_json(request, self.max_body))
         await self.log.fail_stream(stream_id, body.error, error_detail=body.error_detail,
                                    recoverable=body.recoverable, producer=producer)
         return json_response(info_json(await self.log.info(stream_id)))
 
     async def cleanup(self, request: Request, stream_id: str) -> Response:
-        body = decode_json(cleanup_decoder, await read_body(request, self.max_body))
+        body = cleanup_decoder.decode(await read_json(request, self.max_body))
         check_safe_integer(body.step, "the step")
         rewound = await self.log.cleanup_to_step(stream_id, body.step)
         return json_response(msgspec.to_builtins(rewound))

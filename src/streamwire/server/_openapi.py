@@ -16,7 +16,7 @@ from .._compat.msgspec import parse_validation_error
 from ..log import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from ._http import Refusal
 
-__all__ = ["docs_page", "explain_invalid", "include_openapi", "merge_openapi", "openapi_document",
+__all__ = ["NOT_JSON", "docs_page", "explain_invalid", "include_openapi", "merge_openapi", "openapi_document",
            "routing_error"]
 
 #: The prefix of streamwire's component names in a host's document (``streamwire.StreamInfo``).
@@ -39,6 +39,8 @@ _ERRORS: dict[str, Any] = {
     "403": {"$ref": "#/components/responses/Refused"},
     "404": {"$ref": "#/components/responses/NotFound"},
 }
+#: The answer of a JSON route to a body of another content type.
+NOT_JSON: dict[str, Any] = {"$ref": "#/components/responses/NotJSON"}
 _WRITE_ERRORS: dict[str, Any] = {
     **_ERRORS,
     "409": {"$ref": "#/components/responses/Conflict"},
@@ -66,6 +68,7 @@ def _write(summary: str, body: str | None, ok: dict[str, Any]) -> dict[str, Any]
                           "parameters": [{"$ref": "#/components/parameters/StreamId"}],
                           "responses": {"200": ok, **_WRITE_ERRORS}}
     if body is not None:
+        op["responses"]["415"] = NOT_JSON
         op["requestBody"] = {"required": True, "content": {"application/json": {
             "schema": _ref(body), "example": _EXAMPLES[body]}}}
     return {"post": op}
@@ -167,7 +170,9 @@ def openapi_document() -> dict[str, Any]:
                 "BadRequest": _json(_ref("Error"), "Malformed JSON, cursor or stream id."),
                 "Refused": _json(_ref("Error"), "Refused by the authorization hook."),
                 "NotFound": _json(_ref("Error"), "No stream with this id."),
-                "Conflict": _json(_ref("Error"), "The stream's status forbids this write."),
+                "Conflict": _json(_ref("Error"), "The stream's status forbids this write, or the "
+                                  "stream is a run's (code RUN_STREAM: use the run routes)."),
+                "NotJSON": _json(_ref("Error"), "The body was not sent as application/json."),
                 "TooLarge": _json(_ref("Error"), "Over a size limit (the message names it)."),
                 "Invalid": _json(_ref("Error"), "The body has the wrong shape."),
                 "Busy": {"description": "Connection cap reached or shutting down.",

@@ -1,6 +1,7 @@
-"""The JSON side of ``StreamApp``'s routing: the per-stream JSON routes' wrapper (access, timing,
-errors that name fields and HTTP routes), ``GET /streams``, ``GET /metrics``, ``/openapi.json``
-and ``/docs``."""
+"""The JSON side of ``StreamApp``'s routing: the per-stream JSON routes' wrapper (id, access and
+ownership checks, timing, errors that name fields and HTTP routes), ``GET /streams``,
+``GET /metrics``, ``/openapi.json`` and ``/docs``. A write route refuses the streams of runs and
+chats (``_ids.WriteGuard``): they have one writer, the server itself."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ..log import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, capabilities_of
 from ._auth import Access
 from ._context import Endpoint, RouteContext
 from ._http import Refusal, info_json, json_response
+from ._ids import WriteGuard
 from ._metrics import CONTENT_TYPE
 from ._openapi import docs_page, explain_invalid
 
@@ -35,10 +37,12 @@ class JSONRoutes:
     def __init__(self, app: StreamApp, ctx: RouteContext) -> None:
         self.app = app
         self.ctx = ctx
+        self.guard = WriteGuard(app.log, app.runs)
 
     def stream_route(self, handler: Callable[[Request, str], Awaitable[Response]],
                      access: Access) -> Endpoint:
-        """Wrap one ``WriteAPI`` handler: id and access checks, a latency histogram, errors."""
+        """Wrap one ``WriteAPI`` handler: id, access and (writes) ownership checks, a latency
+        histogram, errors."""
         name = handler.__name__
         timer = self.app.metrics.route(name)
         schema = _BODY_SCHEMAS.get(name)
@@ -50,6 +54,8 @@ class JSONRoutes:
             try:
                 self.ctx.check_id(request.scope, stream_id)
                 await self.ctx.check_access(request, stream_id, access)
+                if write:
+                    await self.guard.check(stream_id)
                 return await handler(request, stream_id)
             except msgspec.ValidationError as exc:
                 message = explain_invalid(schema, str(exc)) if schema else str(exc)

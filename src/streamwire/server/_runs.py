@@ -5,7 +5,8 @@ gets the run id (a run's stream has the run's id).
 ==========================  ====================================================================
 ``POST /runs``              ``{"agent", "input", "runId"?}`` (or ``Idempotency-Key``) -> ``201
                             {"runId", "streamId", "status"}``; a repeat with the same body ``200``,
-                            another body ``409``, an unknown agent ``404 {..., "agents": [...]}``
+                            another body ``409``, an unknown agent ``404 {..., "agents": [...]}``;
+                            an empty id, or one beginning ``chat:`` (the chat routes'), ``400``
 ``POST /runs/{id}/resume``  ``{"input", "resumeId"}``: a paused run continues on its stream, once
                             per ``resumeId``: ``200 {"runId", "streamId", "status", "resumed"}``
                             (``resumed`` false for a repeat); another body ``409``
@@ -18,6 +19,9 @@ gets the run id (a run's stream has the run's id).
                             run's head ``caught-up{head}`` and its terminal, below it
                             ``truncated{floor: head}`` (the chunks are gone: never a silent gap)
 ==========================  ====================================================================
+
+A run's stream is written by the runs service only: the stream write routes refuse it (409,
+``_ids``). Bodies are read by ``_http.read_json`` (JSON content type, size, depth).
 """
 
 from __future__ import annotations
@@ -37,7 +41,9 @@ from ..runs._record import RunRecord, terminal_of
 from ._asgi import Receive, Scope, Send
 from ._auth import Access
 from ._context import RawRoute, RouteContext, StreamHandler
-from ._http import Refusal, encode_json, parse_cursor, read_body
+from ._http import Refusal, encode_json, parse_cursor, read_json
+from ._ids import check_client_id
+from ._openapi import NOT_JSON
 from ._sse import SSE_RESPONSE_HEADERS
 
 __all__ = ["RunsAPI", "runs_openapi_paths"]
@@ -149,11 +155,14 @@ class RunsAPI:
                     "body": b"" if scope["method"] == "HEAD" else body})
 
     async def start(self, request: Request) -> Response:
-        body = _start_decoder.decode(await read_body(request, self.max_body))
+        body = _start_decoder.decode(await read_json(request, self.max_body))
         key = request.headers.get("idempotency-key")
         if key is not None and body.run_id is not None and key != body.run_id:
             raise Refusal(400, "the Idempotency-Key header and runId differ; send one of them")
-        run_id = self.check_id(body.run_id or key or _new_id())
+        chosen = body.run_id if body.run_id is not None else key
+        if chosen is not None:  # a client's id: never empty, never the chat routes'
+            check_client_id(chosen, "runId" if body.run_id is not None else "Idempotency-Key")
+        run_id = self.check_id(chosen if chosen is not None else _new_id())
         await self.ctx.check_access(request, run_id, "write")
         try:
             record, created = await self.runs.start(body.agent, body.input, run_id)
@@ -163,7 +172,7 @@ class RunsAPI:
 
     async def resume(self, request: Request) -> Response:
         run_id = await self.run_id(request, "write")
-        body = _resume_decoder.decode(await read_body(request, self.max_body))
+        body = _resume_decoder.decode(await read_json(request, self.max_body))
         self.check_id(body.resume_id, "resumeId")
         try:
             record, resumed = await self.runs.resume(run_id, body.input, body.resume_id)
@@ -199,18 +208,20 @@ def runs_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
     status = {"description": "The run's status.", "content": {"application/json": {
         "schema": {"$ref": "#/components/schemas/RunStatus"}}}}
     conflict = {"409": {"$ref": "#/components/responses/Conflict"},
-                "422": {"$ref": "#/components/responses/Invalid"}}
+                "415": NOT_JSON, "422": {"$ref": "#/components/responses/Invalid"}}
     sse = document["paths"]["/streams/{stream_id}/sse"]["get"]
     paths: dict[str, Any] = {
         "/runs": {"post": {
             "summary": "Start a run, exactly once per runId (or Idempotency-Key).",
             "security": [{"bearer": []}],
             "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
-                            "schema": {"type": "string"}}],
+                            "schema": {"type": "string", "minLength": 1,
+                                       "not": {"pattern": "^chat:"}}}],
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
                 "type": "object", "required": ["agent"], "additionalProperties": False,
                 "properties": {"agent": {"type": "string"}, "input": {},
-                               "runId": {"type": "string"}}}}}},
+                               "runId": {"type": "string", "minLength": 1,
+                                         "not": {"pattern": "^chat:"}}}}}}},
             "responses": {"201": created, "200": created, **errors, **conflict}}},
         "/runs/{run_id}/resume": {"post": {
             "summary": "Resume a paused run on its stream, once per resumeId.",
