@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Sequence
 from typing import Any, Final, cast
 
 import anyio
@@ -141,7 +142,7 @@ async def _opening(run: RunContext[Chat], prompt: str) -> None:
     await run.emit(Chat.progress({"done": True}))
 
 
-async def _finish(run: RunContext[Chat], prompt: str, words: list[str], text: str) -> Completed:
+async def _finish(run: RunContext[Chat], prompt: str, words: Sequence[str], text: str) -> Completed:
     """A reply's closing: its usage, ``done``, and the outcome the run records."""
     usage = {"inputTokens": len(prompt.split()), "outputTokens": len(words),
              "totalTokens": len(prompt.split()) + len(words)}
