@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from typing import Any, cast
 
+import anyio
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -70,6 +71,8 @@ class StreamApp(Starlette):
         #: The runs API's service (``create_app(agents=...)``), else None.
         self.runs = (agents if isinstance(agents, Runs) or agents is None
                      else Runs(log, agents, expose_errors=settings.expose_errors))
+        if self.runs is not None:  # SIGTERM drains the runs before the streams stop
+            self.engine.hold = self.drain_runs
         if chat_agent is not None and self.runs is None:
             raise UsageError("chat_agent= needs agents= (the chat agent is one of them)")
         document = openapi_document()
@@ -147,6 +150,22 @@ class StreamApp(Starlette):
             if undo is not None:
                 undo()
             await self.drain()
+
+    async def drain_runs(self) -> None:
+        """The first exit signal's drain (before ``begin_shutdown``): starts and resumes answer
+        503 with ``Retry-After`` while the running runs get up to ``Runs.drain_timeout`` seconds
+        to end; the rest end ``WORKER_SHUTDOWN`` (recoverable). Their readers keep reading to
+        their terminal (for up to ``shutdown_grace_period`` seconds after it: a polling log
+        delivers it a moment later); every other stream goes on until ``begin_shutdown``."""
+        if self.runs is None:
+            return
+        streams = self.runs.running_here
+        await self.runs.drain()
+        with anyio.move_on_after(self.settings.shutdown_grace_period):
+            while True:
+                if not any(s in self.engine.per_stream for s in streams):
+                    break
+                await anyio.sleep(0.05)
 
     def begin_shutdown(self) -> None:
         """Refuse new streaming connections and stop every open one (each writes its recoverable
