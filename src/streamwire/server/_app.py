@@ -154,13 +154,15 @@ class StreamApp(Starlette):
     async def drain_runs(self) -> None:
         """The first exit signal's drain (before ``begin_shutdown``): starts and resumes answer
         503 with ``Retry-After`` while the running runs get up to ``Runs.drain_timeout`` seconds
-        to end; the rest end ``WORKER_SHUTDOWN`` (recoverable). Their readers keep reading to
+        to end; the rest end ``WORKER_SHUTDOWN`` (recoverable) or, with a retry left, are let go
+        for another process to run again (``run_retries``). Their readers keep reading to
         their terminal (for up to ``shutdown_grace_period`` seconds after it: a polling log
         delivers it a moment later); every other stream goes on until ``begin_shutdown``."""
         if self.runs is None:
             return
-        streams = self.runs.running_here
-        await self.runs.drain()
+        running = self.runs.running_here
+        let_go = await self.runs.drain()  # these go on elsewhere: their readers re-attach there
+        streams = [run_id for run_id in running if run_id not in let_go]
         with anyio.move_on_after(self.settings.shutdown_grace_period):
             while True:
                 if not any(s in self.engine.per_stream for s in streams):
