@@ -22,10 +22,19 @@ __all__ = ["backend"]
 RETRY = ("--run-retries", "1")
 
 
-async def _first_chunks(client: httpx.AsyncClient, base: str, run_id: str) -> None:
-    with anyio.fail_after(10):
-        while (await client.get(f"{base}/runs/{run_id}/status")).json()["head"] < 5:
+async def _status_until(client: httpx.AsyncClient, base: str, run_id: str, done: Any,
+                        limit: float = 15) -> dict[str, Any]:
+    """Poll ``/status`` until ``done(body)``."""
+    with anyio.fail_after(limit):
+        while True:
+            body: dict[str, Any] = (await client.get(f"{base}/runs/{run_id}/status")).json()
+            if done(body):
+                return body
             await anyio.sleep(0.05)
+
+
+async def _first_chunks(client: httpx.AsyncClient, base: str, run_id: str) -> None:
+    await _status_until(client, base, run_id, lambda body: body["head"] >= 5, 10)
 
 
 def _check_rerun(got: list[tuple[str, Any]], status: dict[str, Any], side: Path, *,
@@ -103,9 +112,7 @@ async def test_sigterm_past_the_drain_timeout_reruns_the_run_on_the_other(
             cut_in = time.monotonic() - signalled
             await anyio.to_thread.run_sync(first.wait, 15)
             exited_in = time.monotonic() - signalled
-            with anyio.fail_after(15):
-                while (await client.get(f"{b}/runs/r1/status")).json()["status"] == "running":
-                    await anyio.sleep(0.1)
+            await _status_until(client, b, "r1", lambda body: body["status"] != "running")
             done_in = time.monotonic() - signalled
             got = await frames(client, b, "r1")
             status = (await client.get(f"{b}/runs/r1/status")).json()
