@@ -4,6 +4,7 @@ by the other process with ``attempt`` 2, on a restarted stream that ends with on
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from pathlib import Path
@@ -11,12 +12,17 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 
 from helpers.runs_drain import calls, frames, serve
 from helpers.runs_server import AUTH, Backend, backend, free_port
+from streamwire.aisdk import UIMessageStreamEncoder
+from streamwire.chat import Chat
+from streamwire.frames import ChunkFrame, EndFrame
+from streamwire.runs import Completed, RunContext
+from streamwire.sse import SSEDecoder
 
-pytestmark = pytest.mark.anyio
 __all__ = ["backend"]
 
 RETRY = ("--run-retries", "1")
@@ -52,6 +58,7 @@ def _check_rerun(got: list[tuple[str, Any]], status: dict[str, Any], side: Path,
     assert [(attempt, int(pid)) for _, attempt, pid in lines] == [("1", pids[0]), ("2", pids[1])]
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("backend", ["sqlite", "redis"], indirect=True)
 async def test_sigkill_of_one_of_two_servers_reruns_the_run_on_the_other(
         backend: Backend, tmp_path: Path) -> None:
@@ -86,6 +93,7 @@ async def test_sigkill_of_one_of_two_servers_reruns_the_run_on_the_other(
     print(f"SIGKILL -> completed on the other process in {done_in:.2f} s")
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("backend", ["redis"], indirect=True)
 async def test_sigterm_past_the_drain_timeout_reruns_the_run_on_the_other(
         backend: Backend, tmp_path: Path) -> None:
@@ -125,3 +133,118 @@ async def test_sigterm_past_the_drain_timeout_reruns_the_run_on_the_other(
     _check_rerun(got, status, side, pids=(first.pid, second.pid), reason="WORKER_SHUTDOWN")
     print(f"SIGTERM: reader cut {cut_in:.2f} s, exit {exited_in:.2f} s, "
           f"completed on the other {done_in:.2f} s after the signal")
+
+
+# ---- the AI SDK reply of a re-run starts over (sans-I/O) ------------------------------------
+
+
+def _chunk(sequence: int, text: str) -> ChunkFrame:
+    return ChunkFrame(sequence, msgspec.Raw(
+        b'{"event":"chunk","data":{"chunk":"%s"}}' % text.encode()))
+
+
+def _ui(raw: bytes) -> list[tuple[str, Any]]:
+    decoder = SSEDecoder()
+    return [(e.id, e.data if e.data == "[DONE]" else json.loads(e.data))
+            for e in decoder.feed(raw) + decoder.flush()]
+
+
+def test_a_reader_from_an_earlier_attempt_gets_the_whole_reply_with_its_start() -> None:
+    # attempt 1 wrote chunks 1..4 (the client saw up to 3); the restarted stream holds 5, 6
+    encoder = UIMessageStreamEncoder("m1", after="3")
+    out = encoder.encode_start()
+    for frame in (_chunk(5, "again "), _chunk(6, "done"), EndFrame("completed")):
+        out += encoder.feed(frame)
+    events = _ui(out)
+    assert encoder.restarted
+    assert events[0] == ("0", {"type": "start", "messageId": "m1"})
+    assert events[1] == ("0.1", {"type": "start-step"})
+    texts = [data["delta"] for _, data in events if isinstance(data, dict)
+             and data.get("type") == "text-delta"]
+    assert texts == ["again ", "done"]
+    assert events[-1][1] == "[DONE]"
+
+
+def test_a_reader_attached_through_the_restart_is_dropped_to_re_attach() -> None:
+    encoder = UIMessageStreamEncoder("m1")
+    out = encoder.encode_start() + encoder.feed(_chunk(1, "one ")) + encoder.feed(_chunk(2, "two"))
+    assert encoder.feed(_chunk(5, "again")) == b""  # the stream restarted (chunks 3, 4 dropped)
+    assert encoder.finished
+    assert encoder.restarted
+    assert b"[DONE]" not in out  # a drop: the client re-attaches after "2" and starts over
+    again = UIMessageStreamEncoder("m1", after="2")
+    replay = again.encode_start() + again.feed(_chunk(5, "again"))
+    assert _ui(replay)[0] == ("0", {"type": "start", "messageId": "m1"})
+
+
+def test_a_stream_that_never_restarted_resumes_after_its_cursor() -> None:
+    encoder = UIMessageStreamEncoder("m1", after="1.1")  # chunk 1: text-start, text-delta
+    out = encoder.encode_start()
+    for frame in (_chunk(1, "one "), _chunk(2, "two")):
+        out += encoder.feed(frame)
+    assert not encoder.restarted
+    assert [data["type"] for _, data in _ui(out)] == ["text-delta"]
+
+
+# ---- in one process: the claim is exactly once; the options --------------------------------
+
+
+@pytest.mark.anyio
+async def test_two_sweepers_claim_a_lost_run_once() -> None:
+    from streamwire.log.memory import MemoryLog
+    from streamwire.runs import Runs
+    from streamwire.runs._record import new_record
+
+    invoked: list[int] = []
+
+    async def agent(run: RunContext[Chat]) -> Completed:
+        invoked.append(run.attempt)
+        await run.emit(Chat.chunk({"chunk": "again"}))
+        return Completed(output={"attempt": run.attempt})
+
+    log = MemoryLog(writer_timeout=30)
+    one = Runs(log, {"agent": agent}, lease_time=0.3, poll_interval=0.02, run_retries=1)
+    two = Runs(log, {"agent": agent}, lease_time=0.3, poll_interval=0.02, run_retries=1,
+               store=one.store)
+    # a run whose worker died: its lease lapsed, its stream has attempt 1's chunks
+    await one.store.insert(new_record("r1", "agent", None, owner="ghost", now=time.time() - 5,
+                                      lease=1))
+    await log.create_stream("r1")
+    await log.append("r1", 0, b'{"event":"chunk","data":{"chunk":"lost"}}')
+    async with one, two:
+        with anyio.fail_after(10):
+            while True:
+                status = await one.status("r1")
+                if status["status"] != "running":
+                    break
+                await anyio.sleep(0.02)
+    assert invoked == [2]
+    assert status["attempt"] == 2
+    assert status["retryReason"] == "WORKER_LOST"
+    assert status["output"] == {"attempt": 2}
+    assert one.invocations + two.invocations == 1
+    frames_ = [f async for f in log.read("r1", 0)]
+    assert next(f for f in frames_ if isinstance(f, ChunkFrame)).sequence == 2  # attempt 2's
+    assert sum(isinstance(f, EndFrame) for f in frames_) == 1
+
+
+def test_run_retries_options() -> None:
+    from streamwire.errors import UsageError
+    from streamwire.log.memory import MemoryLog
+    from streamwire.runs import Runs, agent_options
+    from streamwire.runs._options import effective_retries
+
+    @agent_options(run_retries=2)
+    async def own(run: RunContext[Chat]) -> None: ...
+
+    async def plain(run: RunContext[Chat]) -> None: ...
+
+    assert effective_retries(own, 0) == 2
+    assert effective_retries(plain, 1) == 1
+    assert effective_retries(plain, None) == 0
+    with pytest.raises(UsageError):
+        agent_options(run_retries=-1)
+    with pytest.raises(UsageError):
+        Runs(MemoryLog(), [plain], run_retries=True)
+    with pytest.raises(UsageError):
+        Runs(MemoryLog(), [plain], drain_timeout=-1)

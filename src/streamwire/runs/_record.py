@@ -216,11 +216,13 @@ def _move(record: RunRecord, status: RunStatus, now: float, **fields: Any) -> Ru
                                    updated_at=now, **fields)
 
 
-def status_body(record: RunRecord, head: int) -> dict[str, Any]:
-    """``GET /runs/{id}/status``: the record's public fields, camelCase, absent ones left out."""
+def status_body(record: RunRecord, head: int, *, attempts: bool = False) -> dict[str, Any]:
+    """``GET /runs/{id}/status``: the record's public fields, camelCase, absent ones left out;
+    ``attempt`` when the run may be re-run (``attempts``) or was."""
     body: dict[str, Any] = {"runId": record.run_id, "streamId": record.stream_id,
-                            "agent": record.agent, "status": record.status, "head": head,
-                            "attempt": record.attempt}
+                            "agent": record.agent, "status": record.status, "head": head}
+    if attempts or record.attempt > 1:
+        body["attempt"] = record.attempt
     optional = (("output", record.output), ("state", record.state), ("usage", record.usage),
                 ("error", record.error), ("errorDetail", record.error_detail),
                 ("recoverable", record.recoverable), ("retryReason", record.retry_reason))

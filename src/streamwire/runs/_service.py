@@ -336,13 +336,13 @@ class Runs(Liveness):
         return record
 
     async def status(self, run_id: str) -> dict[str, Any]:
-        """``GET /runs/{id}/status``'s body."""
+        """``GET /runs/{id}/status``'s body (with ``attempt`` when the agent has retries)."""
         record = await self.get(run_id)
         try:
             head = (await self.log.info(record.stream_id)).head
         except StreamwireError:
             head = record.head  # the stream expired (or the log failed): the last known head
-        return status_body(record, head)
+        return status_body(record, head, attempts=self._retries(record.agent) > 0)
 
     # -- running agents ------------------------------------------------------------------------
 

@@ -71,8 +71,8 @@ class StreamApp(Starlette):
         #: The runs API's service (``create_app(agents=...)``), else None.
         self.runs = (agents if isinstance(agents, Runs) or agents is None
                      else Runs(log, agents, expose_errors=settings.expose_errors))
-        if self.runs is not None:  # SIGTERM drains the runs before the streams stop
-            self.engine.hold = self.drain_runs
+        if self.runs is not None and self.runs.drain_timeout > 0:
+            self.engine.hold = self.drain_runs  # SIGTERM drains the runs before streams stop
         if chat_agent is not None and self.runs is None:
             raise UsageError("chat_agent= needs agents= (the chat agent is one of them)")
         document = openapi_document()
@@ -157,7 +157,9 @@ class StreamApp(Starlette):
         to end; the rest end ``WORKER_SHUTDOWN`` (recoverable) or, with a retry left, are let go
         for another process to run again (``run_retries``). Their readers keep reading to
         their terminal (for up to ``shutdown_grace_period`` seconds after it: a polling log
-        delivers it a moment later); every other stream goes on until ``begin_shutdown``."""
+        delivers it a moment later); every other stream goes on until ``begin_shutdown``. With
+        ``drain_timeout=0`` there is no drain: a signal stops every stream at once, and the runs
+        are shut down as the lifespan ends."""
         if self.runs is None:
             return
         running = self.runs.running_here
