@@ -47,8 +47,8 @@ from ..errors import (
 from ..log import StreamLog
 from ._context import Agent, RunContext, agent_contract, end_context
 from ._exit import settlement
-from ._liveness import Liveness, default_lease_time, keepalive_interval, writer_timeout_of
-from ._options import check_retries, check_timeout, effective_retries, effective_timeout
+from ._liveness import default_lease_time, keepalive_interval, writer_timeout_of
+from ._options import check_retries, check_timeout, effective_timeout
 from ._record import (
     FINISHED_RUN,
     RunRecord,
@@ -56,12 +56,11 @@ from ._record import (
     check_same_start,
     flag_stop,
     new_record,
-    released,
     resumed,
-    retried,
     settled,
     status_body,
 )
+from ._retries import Retries
 from ._store import RunStore, store_for
 from ._tasks import LocalRun, Reason, start_agent
 
@@ -112,7 +111,7 @@ def agent_table(agents: Mapping[str, Agent] | Iterable[Agent]) -> dict[str, Agen
     return table
 
 
-class Runs(Liveness):
+class Runs(Retries):
     """The runs of one server process: ``async with Runs(log, [agent, ...]) as runs:``.
 
     Args:
@@ -400,61 +399,6 @@ class Runs(Liveness):
         logger.error("run %s: agent %r ignored its cancellation (%s) for stop_grace=%s s; its "
                      "task is abandoned and the run settles without it", ctx.run_id, ctx.agent,
                      local.reason, self.stop_grace)
-
-    def _retries(self, agent: str) -> int:
-        fn = self.agents.get(agent)
-        return effective_retries(fn, self.run_retries) if fn is not None else 0
-
-    def _may_retry(self, record: RunRecord) -> bool:
-        """Whether ``record``'s current attempt may be followed by another (a resumed run is
-        not: its stream holds the reply from before its pause)."""
-        return (not record.stop_requested and not record.resumes
-                and record.attempt <= self._retries(record.agent))
-
-    async def _release(self, run_id: str) -> bool:
-        """Let a run this process shuts down go for another process to run again, when it has
-        a retry left: the stream stays open (no terminal) and the sweeper of a live process
-        takes it up (``_retry``). Returns whether it was let go."""
-        while True:
-            record = await self.store.get(run_id)
-            if (record is None or record.status != "running" or record.owner != self.worker_id
-                    or not self._may_retry(record)):
-                return False
-            if await self.store.swap(released(record, now=time.time(),
-                                              reason="WORKER_SHUTDOWN")):
-                self._released.add(run_id)
-                logger.warning("run %s: shut down at attempt %d; let go for another process to "
-                               "run again", run_id, record.attempt)
-                return True
-
-    async def _retry(self, record: RunRecord) -> bool:
-        """Run again a running run whose worker was lost (its lease expired) or let it go
-        (shut down), when it has a retry left: claim it (compare-and-set: one process wins),
-        restart its stream (``reset_stream``: a new run of chunks, the counter goes on) and
-        call the agent with the next ``attempt``. Returns whether the run was taken care of
-        (by this process or, having lost the claim, another)."""
-        fn = self.agents.get(record.agent)
-        if fn is None or not self._may_retry(record):
-            return False
-        if self.draining or self._tg is None:
-            return True  # leave it to a live process (this one is shutting down)
-        new = retried(record, owner=self.worker_id, now=time.time(), lease=self.lease_time)
-        if not await self.store.swap(new):
-            return True  # another process claimed it (or it moved): the next sweep looks again
-        logger.warning("run %s: attempt %d (%s under worker %s)", new.run_id, new.attempt,
-                       new.retry_reason, record.owner or "none")
-        try:
-            await self.log.reset_stream(new.stream_id)
-        except StreamwireError as exc:
-            logger.warning("run %s: its stream could not be restarted (%s)", new.run_id, exc)
-            await self._settle(new.run_id, "failed", write_terminal=False,
-                               error="the run's stream could not be restarted",
-                               error_detail={"code": "STREAM_ERROR"}, recoverable=False)
-            return True
-        await self._spawn(fn, new, RunContext(
-            self.log, run_id=new.run_id, agent=new.agent, stream_id=new.stream_id,
-            input=new.input, contract=agent_contract(fn), attempt=new.attempt))
-        return True
 
     async def _finish(self, run_id: str, reason: Reason | None, result: Any,
                       error: BaseException | None, *, limit: float) -> None:
