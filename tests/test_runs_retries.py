@@ -248,3 +248,57 @@ def test_run_retries_options() -> None:
         Runs(MemoryLog(), [plain], run_retries=True)
     with pytest.raises(UsageError):
         Runs(MemoryLog(), [plain], drain_timeout=-1)
+
+
+# ---- a chat reply re-run on the other process replaces the message ---------------------------
+
+
+def _ui_events(text: str) -> list[tuple[str, Any]]:
+    return _ui(text.encode())
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+async def test_a_chat_reply_re_run_after_sigkill_starts_over_on_the_other_server(
+        backend: Backend, tmp_path: Path) -> None:
+    port_a, port_b = free_port(), free_port()
+    a, b = f"http://127.0.0.1:{port_a}", f"http://127.0.0.1:{port_b}"
+    side = tmp_path / "calls.txt"
+    body = {"id": "c1", "trigger": "submit-message", "messages": [
+        {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}
+    async with httpx.AsyncClient(headers=AUTH, timeout=30) as client:
+        with (serve(backend, port=port_a, calls=side, extra=RETRY) as first,
+              serve(backend, port=port_b, calls=side, extra=RETRY)):
+            seen = ""
+            async with client.stream("POST", f"{a}/api/chat", json=body) as response:
+                assert response.status_code == 200
+                async for piece in response.aiter_text():
+                    seen += piece
+                    if seen.count("text-delta") >= 5:
+                        break
+            first.send_signal(signal.SIGKILL)
+            before = [(i, d) for i, d in _ui_events(seen) if isinstance(d, dict)]
+            last_id = before[-1][0]
+            drops = 0
+            with anyio.fail_after(20):
+                while True:  # as a client does: re-attach after a drop (no [DONE])
+                    async with client.stream("GET", f"{b}/api/chat/c1/stream",
+                                             headers={"Last-Event-ID": last_id}) as response:
+                        assert response.status_code == 200
+                        replay = (await response.aread()).decode()
+                    got = _ui_events(replay)
+                    if got and got[-1][1] == "[DONE]":
+                        break
+                    drops += 1
+                    last_id = next((i for i, _ in reversed(got)), last_id)
+    assert drops >= 1  # the reader attached before the restart was told (rewound) and dropped
+    start = before[0][1]
+    assert start["type"] == "start"
+    events = [d for _, d in _ui_events(replay)]
+    assert events[0] == start  # the same messageId: the page replaces the message
+    deltas = [d["delta"] for d in events if isinstance(d, dict) and d["type"] == "text-delta"]
+    assert deltas[:2] == ["w0 ", "w1 "]  # the second attempt, from its start
+    assert len(deltas) == 40
+    assert events[-2] == {"type": "finish", "finishReason": "stop"}
+    assert events[-1] == "[DONE]"
+    assert [attempt for _, attempt, _ in calls(side)] == ["1", "2"]

@@ -35,17 +35,19 @@ An event the ``Chat`` contract does not declare (an app's own event, from a cont
 (appended; the page's ``onData`` and ``message.parts`` see it).
 
 A re-run (``Runs(run_retries=)``: the run's worker was lost and another process runs the agent
-again) restarts the run's stream: its chunks are dropped and the new attempt's continue the
-sequence, so a chunk numbered above the one before it plus one marks the restart. A reader whose
-cursor (``after``) lies before the current attempt's first chunk gets the reply from its start,
-preamble included: ``start`` with the same ``messageId`` replaces the message the client has
-(``restarted``). A reader attached while the restart happens cannot have parts taken back (a UI
-message cannot drop parts in v6): its body ends there with no ``[DONE]`` (``restarted``,
-``finished``), a drop the client re-attaches from, and so gets the replacing reply.
+again) restarts the run's stream: its attached readers get ``rewound`` at step 0, the chunks are
+dropped and the new attempt's continue the sequence. A reader whose cursor (``after``) lies
+before the current attempt's first chunk gets the reply from its start, preamble included:
+``start`` with the same ``messageId`` replaces the message the client has (``restarted``). A
+reader attached while the restart happens cannot have parts taken back (a UI message cannot drop
+parts in v6): at a ``rewound`` to step 0 (or a chunk that skips dropped ones) its body ends with
+no ``[DONE]`` (``restarted``, ``finished``), a drop the client re-attaches from, and so gets the
+replacing reply. (An app's own ``cleanup_to_step(0)`` costs its readers that one re-attach.)
 
 Ignored: chunks whose payload does not validate and tool events out of order (counted in
 ``skipped``), ``done``/``error`` events inside chunks (the terminal frame decides how a reply
-ends), and the ``rewound``/``caught-up`` markers (a UI message cannot drop parts in v6).
+ends), and the ``rewound`` markers of steps after 0 and ``caught-up`` (a UI message cannot drop parts in
+v6).
 """
 
 from __future__ import annotations
@@ -230,6 +232,9 @@ class UIMessageStreamEncoder:
             self._index = 0
             preamble += self._encode(self._preamble(), 0)
         elif type(frame) is RewoundFrame:
+            if frame.at_step == 0:  # the run restarted (or was cleared)
+                self.restarted = self.finished = True
+                return b""
             self._rewound = True
         chunks = self._map(frame)
         if type(frame) is ChunkFrame:

@@ -5,7 +5,8 @@ process (``Retries``, between ``Liveness`` and ``Runs``).
   ``WRITER_GONE`` by the log) claims it with a compare-and-set on the record: one process wins,
   the others see the record moved; a process that is shutting down claims nothing;
 * **what**: the record's ``attempt`` goes up by one (``retry_reason`` says why), the run's stream
-  restarts (``reset_stream``: attempt 1's chunks are dropped, the sequence goes on) and the agent
+  restarts (``cleanup_to_step(0)``: its attached readers get a ``rewound`` marker; then
+  ``reset_stream``: the earlier attempt's chunks are dropped, the sequence goes on) and the agent
   is called again with ``run.attempt``; the run still ends with one terminal;
 * **shut down**: a worker whose drain ran out lets a run with a retry left go (no owner, lease
   lapsed, no terminal) instead of failing it ``WORKER_SHUTDOWN``;
@@ -90,6 +91,9 @@ class Retries(Liveness):
         logger.warning("run %s: attempt %d (%s under worker %s)", new.run_id, new.attempt,
                        new.retry_reason, record.owner or "none")
         try:
+            # attached readers are told through the protocol (a ``rewound`` marker at step 0),
+            # then the stream restarts: attempt 1's chunks go, the sequence goes on
+            await self.log.cleanup_to_step(new.stream_id, 0)
             await self.log.reset_stream(new.stream_id)
         except StreamwireError as exc:
             logger.warning("run %s: its stream could not be restarted (%s)", new.run_id, exc)
