@@ -94,7 +94,7 @@ async def test_sigkill_of_one_of_two_servers_reruns_the_run_on_the_other(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("backend", ["redis"], indirect=True)
+@pytest.mark.parametrize("backend", ["sqlite", "redis"], indirect=True)
 async def test_sigterm_past_the_drain_timeout_reruns_the_run_on_the_other(
         backend: Backend, tmp_path: Path) -> None:
     port_a, port_b = free_port(), free_port()
