@@ -10,7 +10,10 @@ stderr (so a server is never open for writes by accident). Reads are open unless
 The log is read once before the server listens: one it cannot open or reach ends ``serve`` with
 the reason and exit status 1. The first lines say the backend and where, and who may write and read.
 SIGINT / SIGTERM end every open stream with a recoverable ``fail`` frame, then the server exits
-within ``--grace`` seconds.
+within ``--grace`` seconds. With agents, the first signal drains them first: starts answer 503
+(``Retry-After``) while running runs get ``--drain-timeout`` seconds to finish (the rest fail
+``WORKER_SHUTDOWN``); ``--run-retries N`` re-runs a run whose worker was lost or shut down on
+another live process.
 
 ``--loop auto|asyncio|uvloop`` picks the event loop, as uvicorn's ``--loop`` does: ``auto``
 (default) is uvloop when it is installed (``pip install 'streamwire[uvloop]'``), else asyncio; a
@@ -160,6 +163,14 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-retention", type=_ttl, default=None, metavar="SECONDS",
                    help="seconds a run's record (/runs/{id}/status, and /sse once its stream "
                         "expired) is kept after the run ends; 0: forever (default 604800, a week)")
+    # drain and retries (issue 22, Deliver 4)
+    p.add_argument("--drain-timeout", type=_not_negative, default=None, metavar="SECONDS",
+                   help="on SIGTERM, seconds the running runs get to finish (starts answer 503 "
+                        "meanwhile) before the rest fail WORKER_SHUTDOWN (default 30)")
+    p.add_argument("--run-retries", type=_count, default=None, metavar="N",
+                   help="times a run whose worker was lost or shut down is re-run on a live "
+                        "process, on a new epoch of its stream (default 0; an agent's own "
+                        "@agent_options(run_retries=) wins)")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
                    help="event loop: uvloop (pip install 'streamwire[uvloop]'), asyncio, or auto "
                         "(default: uvloop when installed, else asyncio)")
@@ -185,6 +196,17 @@ def _positive(text: str) -> float:
     value = seconds(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
+
+
+def _count(text: str) -> int:
+    """An argparse type: an int >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
     return value
 
 
@@ -224,8 +246,9 @@ async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
 
     print(f"streamwire serve: {_loop_line(args.loop)}", file=sys.stderr, flush=True)
     run_options: dict[str, Any] = {"lease_time": args.run_lease, "run_timeout": args.run_timeout}
-    if args.stop_grace is not None:
-        run_options["stop_grace"] = args.stop_grace
+    for option in ("stop_grace", "drain_timeout", "run_retries"):
+        if getattr(args, option) is not None:
+            run_options[option] = getattr(args, option)
     if args.run_retention is not None:
         run_options["record_ttl"] = args.run_retention
     runs = Runs(log, args.agents, **run_options) if args.agents else None

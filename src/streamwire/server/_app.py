@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from typing import Any, cast
 
+import anyio
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -76,6 +77,8 @@ class StreamApp(Starlette):
         #: The runs API's service (``create_app(agents=...)``), else None.
         self.runs = (agents if isinstance(agents, Runs) or agents is None
                      else Runs(log, agents, expose_errors=settings.expose_errors))
+        if self.runs is not None and self.runs.drain_timeout > 0:
+            self.engine.hold = self.drain_runs  # SIGTERM drains the runs before streams stop
         if chat_agent is not None and self.runs is None:
             raise UsageError("chat_agent= needs agents= (the chat agent is one of them)")
         document = openapi_document()
@@ -151,6 +154,26 @@ class StreamApp(Starlette):
             if undo is not None:
                 undo()
             await self.drain()
+
+    async def drain_runs(self) -> None:
+        """The first exit signal's drain (before ``begin_shutdown``): starts and resumes answer
+        503 with ``Retry-After`` while the running runs get up to ``Runs.drain_timeout`` seconds
+        to end; the rest end ``WORKER_SHUTDOWN`` (recoverable) or, with a retry left, are let go
+        for another process to run again (``run_retries``). Their readers keep reading to
+        their terminal (for up to ``shutdown_grace_period`` seconds after it: a polling log
+        delivers it a moment later); every other stream goes on until ``begin_shutdown``. With
+        ``drain_timeout=0`` there is no drain: a signal stops every stream at once, and the runs
+        are shut down as the lifespan ends."""
+        if self.runs is None:
+            return
+        running = self.runs.running_here
+        let_go = await self.runs.drain()  # these go on elsewhere: their readers re-attach there
+        streams = [run_id for run_id in running if run_id not in let_go]
+        with anyio.move_on_after(self.settings.shutdown_grace_period):
+            while True:
+                if not any(s in self.engine.per_stream for s in streams):
+                    break
+                await anyio.sleep(0.05)
 
     def begin_shutdown(self) -> None:
         """Refuse new streaming connections and stop every open one (each writes its recoverable

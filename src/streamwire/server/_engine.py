@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final, Literal, Protocol, TypeAlias, final
 
 import anyio
@@ -196,6 +196,9 @@ class Engine:
         self.opened = self.evicted = self.refused = 0
         self.draining = False
         self._drained: anyio.Event | None = None
+        #: What the first exit signal waits for before ``begin_shutdown`` (the app's runs
+        #: draining: ``StreamApp``); None: nothing, the streams stop at once.
+        self.hold: Callable[[], Awaitable[None]] | None = None
         self._signals_loop: object = None  # the event loop whose exit signals drain this app
 
     # ---- admission -----------------------------------------------------------------------------
@@ -352,7 +355,7 @@ class Engine:
         if loop is self._signals_loop:
             return None
         self._signals_loop = loop
-        undo = chain_exit_signals(self.begin_shutdown)
+        undo = chain_exit_signals(self.begin_shutdown, self.hold)
 
         def unchain() -> None:
             undo()
