@@ -30,11 +30,11 @@ __all__ = ["private_redis"]  # a fixture, used by name
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TESTS = Path(__file__).resolve().parent
-PROTECTED = {"authorize": bearer_token("s3cret", protect_reads=True)}
+PROTECTED = bearer_token("s3cret", protect_reads=True)
 
 
 async def test_healthz_and_readyz_answer_without_a_token() -> None:
-    with serving(MemoryLog, **PROTECTED) as srv:
+    with serving(MemoryLog, authorize=PROTECTED) as srv:
         async with httpx.AsyncClient(base_url=srv.base, timeout=5) as client:
             assert (await client.get("/metrics")).status_code == 401  # reads need the token
             health = await client.get("/healthz")
@@ -53,11 +53,12 @@ async def test_readyz_is_503_while_redis_is_paused_and_200_after(
     from streamwire.log.redis import RedisLog
 
     prefix = f"swtest-ops-{uuid.uuid4().hex[:8]}"
-    with serving(lambda: RedisLog(private_redis.url, prefix=prefix), **PROTECTED) as srv:
+    with serving(lambda: RedisLog(private_redis.url, prefix=prefix), authorize=PROTECTED) as srv:
         async with httpx.AsyncClient(base_url=srv.base, timeout=10) as client:
             assert (await client.get("/readyz")).status_code == 200
-            admin = redis.Redis.from_url(private_redis.url)
-            admin.execute_command("CLIENT", "PAUSE", "3000", "ALL")
+            admin = redis.Redis.from_url(private_redis.url)  # pyright: ignore[reportUnknownMemberType]
+            admin.execute_command(  # pyright: ignore[reportUnknownMemberType]
+                "CLIENT", "PAUSE", "3000", "ALL")
             paused_at = time.monotonic()
             started = time.monotonic()
             down = await client.get("/readyz")
@@ -80,11 +81,12 @@ async def test_readyz_is_503_while_redis_is_paused_and_200_after(
 
 
 async def test_readyz_is_503_with_a_reason_when_the_log_fails() -> None:
-    class Broken(MemoryLog):
-        async def info(self, stream_id: str) -> Any:
-            raise OSError("connection refused to 10.0.0.7:6379 password=hunter2")
+    async def broken(stream_id: str) -> Any:
+        raise OSError("connection refused to 10.0.0.7:6379 password=hunter2")
 
-    app = create_app(Broken(), allow_anonymous_writes=True)
+    log = MemoryLog()
+    setattr(log, "info", broken)  # noqa: B010
+    app = create_app(log, allow_anonymous_writes=True)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         resp = await client.get("/readyz")
