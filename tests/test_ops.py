@@ -106,12 +106,17 @@ async def test_readyz_needs_the_runs_service_running_and_no_drain() -> None:
         unstarted = await client.get("/s/readyz")
         async with app.lifespan(app):
             started = await client.get("/s/readyz")
+            assert app.runs is not None
+            await app.runs.drain()  # SIGTERM's first step: starts refused, runs finishing
+            runs_draining = await client.get("/s/readyz")
             app.begin_shutdown()
             draining = await client.get("/s/readyz")
             health = await client.get("/s/healthz")
     assert unstarted.status_code == 503
     assert unstarted.json()["reason"] == "the runs service is not running"
     assert started.status_code == 200
+    assert runs_draining.status_code == 503
+    assert runs_draining.json()["reason"] == "the runs service is draining"
     assert draining.status_code == 503
     assert draining.json()["reason"] == "the server is shutting down"
     assert health.status_code == 200

@@ -83,7 +83,10 @@ class Probes:
             self._report(False, "not ready: the server is shutting down")
             return "the server is shutting down"
         runs = app.runs
-        if runs is not None and (not self.ctx.lifespan_active or getattr(runs, "draining", False)):
+        if runs is not None and runs.draining:
+            self._report(False, "not ready: the runs service is draining")
+            return "the runs service is draining"
+        if runs is not None and not self.ctx.lifespan_active:
             self._report(False, "not ready: the runs service is not running")
             return "the runs service is not running"
         try:
