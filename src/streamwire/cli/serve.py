@@ -43,7 +43,6 @@ import asyncio
 import contextlib
 import gc
 import importlib
-import logging
 import math
 import os
 import secrets
@@ -136,6 +135,9 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                         "before its stream fails with WRITER_GONE (default: the log's, 30)")
     p.add_argument("--access-log", action="store_true", help="also log every HTTP request")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", default="text", choices=["text", "json"],
+                   help="text (default) or json: one JSON object per log line (time, level, "
+                        "logger, message, and stream_id, run_id, agent, code where known)")
     p.add_argument("--agent", action="append", default=[], metavar="MODULE:CALLABLE",
                    help="serve the runs API with this agent (repeatable; its name is the "
                         "callable's name); demo: the built-in scripted chat agent. The first "
@@ -279,12 +281,10 @@ class _LogUnusable(Exception):
 async def _check_log(log: StreamLog, spec: str) -> None:
     """Read from the log once before serving: a log that cannot open its file or reach its
     server fails here, with the reason, rather than answering every request with 503."""
-    from ..errors import StreamNotFoundError
+    from ..server._ops import probe_log
 
     try:
-        await log.info("streamwire-serve-startup-check")
-    except StreamNotFoundError:
-        return  # the backend answered
+        await probe_log(log)  # the one /readyz sends
     except Exception as exc:
         hint = ("; check that its directory exists and is writable" if spec.startswith("sqlite:")
                 else "; is the server running there?" if spec != "memory" else "")
@@ -327,8 +327,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ._logging import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
     try:
         loop_factory = _loop_factory(args.loop)
         log = open_log(args.log, redis_prefix=args.redis_prefix,

@@ -27,6 +27,7 @@ import anyio
 
 from ..errors import StreamwireError
 from ..log import StreamInfo, StreamLog
+from ._events import RunEvents
 from ._record import RunRecord, RunStatus, agreeing, lease_expired, renewed, settled
 from ._store import RunStore
 from ._tasks import LocalRun
@@ -82,6 +83,7 @@ class Liveness:
     record_ttl: float
     #: Seconds between keepalives of a local run's stream.
     keepalive_interval: float
+    events: RunEvents
     _local: dict[str, LocalRun]
 
     async def _settle(self, run_id: str, status: RunStatus, *, only: _Only = "mine",
@@ -112,6 +114,7 @@ class Liveness:
             new = settled(record, status, now=time.time(), head=head, **fields)
             if await self.store.swap(new):
                 break
+        self.events.settled(new)
         if write_terminal:
             return await self._write_terminal(new)
         return new

@@ -47,6 +47,7 @@ from ..errors import (
 )
 from ..log import StreamLog
 from ._context import Agent, RunContext, agent_contract, end_context
+from ._events import RunEvents
 from ._exit import settlement
 from ._liveness import default_lease_time, keepalive_interval, writer_timeout_of
 from ._options import check_retries, check_timeout, effective_timeout
@@ -183,6 +184,8 @@ class Runs(Retries):
         self._local: dict[str, LocalRun] = {}
         #: Runs this process let go while shutting down, for another to run again.
         self._released: set[str] = set()
+        #: Counters by agent and the settlement log (``GET /metrics``, ``_events``).
+        self.events = RunEvents(self.agents, self._local)
         self._tg: anyio.abc.TaskGroup | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -314,6 +317,7 @@ class Runs(Retries):
                 new = settled(record, "interrupted", now=time.time(), head=record.head,
                                   state=record.state)
                 if await self.store.swap(new):
+                    self.events.settled(new)
                     try:  # the stream's terminal follows the record (it may have expired)
                         await self.log.reactivate_stream(new.stream_id)
                         await self.log.end_stream(new.stream_id, "interrupted", state=new.state)
@@ -360,6 +364,7 @@ class Runs(Retries):
                              "the app with its lifespan on")
 
     async def _spawn(self, fn: Agent, record: RunRecord, ctx: RunContext[Any]) -> None:
+        self.events.spawned(record)
         if self._tg is None:  # the service began shutting down while this start was under way
             await self._settle(record.run_id, "failed", error="the worker running the agent "
                                "shut down", error_detail={"code": "WORKER_SHUTDOWN"},
@@ -431,7 +436,8 @@ class Runs(Retries):
             return
         status, fields, problem = settlement(result, error, expose_errors=self.expose_errors)
         if error is not None:
-            logger.warning("run %s: the agent failed", run_id, exc_info=error)
+            logger.warning("run %s: the agent failed", run_id, exc_info=error,
+                           extra={"run_id": run_id, "stream_id": run_id})
         elif problem is not None:
             logger.warning("run %s: %s", run_id, problem)
         await self._settle(run_id, status, **fields)

@@ -35,8 +35,9 @@ from ._context import (
 from ._engine import WAITING, Engine, ServerStatistics
 from ._fanout import Fanout, log_shares_readers
 from ._http import Refusal, WriteAPI, encode_json, parse_cursor
-from ._metrics import exposition
+from ._metrics import RunCounts, exposition
 from ._openapi import include_openapi, openapi_document, routing_error
+from ._ops import Probes
 from ._routes import JSONRoutes
 from ._runs import RunsAPI, runs_openapi_paths
 from ._settings import ServerSettings
@@ -108,6 +109,9 @@ class StreamApp(Starlette):
             Route("/openapi.json", json_routes.openapi, methods=["GET"]),
             Route("/docs", json_routes.docs, methods=["GET"]),
             Route("/metrics", json_routes.metrics, methods=["GET"]),
+            # the probes of a load balancer or Kubernetes: no authorization (``_ops``)
+            Route("/healthz", (probes := Probes(self, ctx)).healthz, methods=["GET"]),
+            Route("/readyz", probes.readyz, methods=["GET"]),
         ]
         #: the streaming routes ``__call__`` serves itself: (method, prefix, suffix, handler);
         #: a prefix ending in "/" takes an id up to the suffix, another is the whole path
@@ -283,10 +287,12 @@ class StreamApp(Starlette):
     def metrics_text(self) -> bytes:
         """The ``GET /metrics`` body (Prometheus text format)."""
         self.metrics.appended = self._api.appended
-        engine = self.engine
+        engine, runs = self.engine, self.runs
+        counts = (None if runs is None else RunCounts(runs.events.started, runs.events.finished,
+                                                      runs.events.running()))
         return exposition(self.metrics, connections=engine.conns, per_stream=engine.per_stream,
                           opened=engine.opened, evicted=engine.evicted, refused=engine.refused,
-                          draining=engine.draining)
+                          draining=engine.draining, runs=counts)
 
     def openapi_document(self) -> dict[str, Any]:
         """A copy of the OpenAPI document served at ``/openapi.json``."""
