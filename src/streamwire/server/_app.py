@@ -82,6 +82,8 @@ class StreamApp(Starlette):
             self.engine.hold = self.drain_runs  # SIGTERM drains the runs before streams stop
         if chat_agent is not None and self.runs is None:
             raise UsageError("chat_agent= needs agents= (the chat agent is one of them)")
+        #: agents to run and no request seen yet (``__call__`` checks the lifespan ran, once)
+        self._unstarted = self.runs is not None
         document = openapi_document()
         if self.runs is not None:
             document = runs_openapi_paths(document)
@@ -206,6 +208,10 @@ class StreamApp(Starlette):
         # resets an evicted reader through (and fan-out writes through). They are also
         # registered, for ``url_path_for``, ``HEAD`` and anything this does not take.
         if scope["type"] == "http":
+            if self._unstarted:  # the first request: did the host run this app's lifespan?
+                self._unstarted = False
+                if not self._ctx.lifespan_active:
+                    self._ctx.tell_not_started()
             method: str = scope["method"]
             path: str = scope["path"]
             root: str = scope.get("root_path", "")
