@@ -145,15 +145,6 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--app-dir", default=".", metavar="DIR",
                    help="look for --agent modules in DIR first, as uvicorn's --app-dir "
                         "(default: the current directory)")
-    p.add_argument("--run-lease", type=_positive, default=None, metavar="SECONDS",
-                   help="seconds before the runs of a dead worker end WORKER_LOST (default: half "
-                        "the log's writer timeout, at most 30)")
-    p.add_argument("--stop-grace", type=_not_negative, default=None, metavar="SECONDS",
-                   help="seconds a stopped run's agent has to end before its run ends "
-                        "interrupted anyway and the agent is abandoned (default 5)")
-    p.add_argument("--run-timeout", type=_positive, default=None, metavar="SECONDS",
-                   help="seconds one agent call may run before its run fails TIMEOUT "
-                        "(default: no limit; an agent's own @agent_options(run_timeout=) wins)")
     # lifetimes: how long streams and run records are kept (0: until resumed / forever)
     p.add_argument("--finished-ttl", type=_ttl, default=None, metavar="SECONDS",
                    help="seconds a finished stream (completed, interrupted, failed) stays "
@@ -162,53 +153,23 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paused-ttl", type=_ttl, default=None, metavar="SECONDS",
                    help="seconds a paused run stays resumable (its stream and state); after it "
                         "a resume fails PAUSE_EXPIRED; 0: until resumed (default 0)")
-    p.add_argument("--run-retention", type=_ttl, default=None, metavar="SECONDS",
-                   help="seconds a run's record (/runs/{id}/status, and /sse once its stream "
-                        "expired) is kept after the run ends; 0: forever (default 604800, a week)")
-    # drain and retries (issue 22, Deliver 4)
-    p.add_argument("--drain-timeout", type=_not_negative, default=None, metavar="SECONDS",
-                   help="on SIGTERM, seconds the running runs get to finish (starts answer 503 "
-                        "meanwhile) before the rest fail WORKER_SHUTDOWN (default 30)")
-    p.add_argument("--run-retries", type=_count, default=None, metavar="N",
-                   help="times a run whose worker was lost or shut down is re-run on a live "
-                        "process, on a new epoch of its stream (default 0; an agent's own "
-                        "@agent_options(run_retries=) wins)")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
                    help="event loop: uvloop (pip install 'streamwire[uvloop]'), asyncio, or auto "
                         "(default: uvloop when installed, else asyncio)")
-    # every option of the server itself: one flag per ServerSettings field, its help and
-    # default from there (streamwire.server._settings, which imports no web stack)
-    from ..server._settings import add_arguments
+    # every option of the server itself and of its runs service: one flag per ServerSettings
+    # and RunsSettings field, its help and default from there (neither imports a web stack)
+    from .._settings import add_arguments
+    from ..runs._settings import RunsSettings
+    from ..server._settings import ServerSettings
 
-    add_arguments(p)
-
-_not_negative = seconds
-
+    add_arguments(p, ServerSettings)
+    add_arguments(p, RunsSettings)
 
 def _ttl(text: str) -> float:
     """An argparse type: a finite number of seconds >= 0 (0: keep)."""
     value = seconds(text)
     if value == math.inf:
         raise argparse.ArgumentTypeError("must be a finite number of seconds (0: keep forever)")
-    return value
-
-
-def _positive(text: str) -> float:
-    """An argparse type: a number of seconds > 0 (argparse names the option and exits 2)."""
-    value = seconds(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be more than 0 seconds")
-    return value
-
-
-def _count(text: str) -> int:
-    """An argparse type: an int >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
     return value
 
 
@@ -242,17 +203,14 @@ def _loop_line(choice: str) -> str:
 
 
 async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
+    from .._settings import values_from_args
     from ..runs import Runs
+    from ..runs._settings import RunsSettings
     from ..server import StreamApp, bearer_token, uvicorn_server
     from ..server._settings import settings_from_args
 
     print(f"streamwire serve: {_loop_line(args.loop)}", file=sys.stderr, flush=True)
-    run_options: dict[str, Any] = {"lease_time": args.run_lease, "run_timeout": args.run_timeout}
-    for option in ("stop_grace", "drain_timeout", "run_retries"):
-        if getattr(args, option) is not None:
-            run_options[option] = getattr(args, option)
-    if args.run_retention is not None:
-        run_options["record_ttl"] = args.run_retention
+    run_options = RunsSettings(**values_from_args(args, RunsSettings)).options()
     runs = Runs(log, args.agents, **run_options) if args.agents else None
     app = StreamApp(log, settings_from_args(args),
                     authorize=bearer_token(token, protect_reads=args.protect_reads),
@@ -383,8 +341,10 @@ def _run_serve(args: argparse.Namespace) -> int:
 def _finished_ttl(args: argparse.Namespace) -> float | None:
     """``--finished-ttl``; unset, a durable log keeps a run's reply as long as its record
     (``--run-retention``), memory keeps its hour."""
-    if args.finished_ttl is None and args.log != "memory":
-        return cast("float | None", args.run_retention)
+    from ..runs import DEFAULT_RECORD_TTL  # the durable logs' own default is this one too
+
+    if args.finished_ttl is None and args.log != "memory" and args.record_ttl != DEFAULT_RECORD_TTL:
+        return cast("float | None", args.record_ttl)
     return cast("float | None", args.finished_ttl)
 
 
