@@ -92,8 +92,13 @@ def test_the_chat_page_ends_a_reply_cut_by_a_server_restart(tmp_path: Path) -> N
                 killed = time.monotonic()
                 first.stop()
                 browser.wait_for("chatState().status === 'reconnecting'", "that it reconnects")
+                waiting = browser.call("Page.captureScreenshot", {"format": "png"})["data"]
                 second = _chat_server(port, db)
                 _wait_up(url + "/", second)
+                up = time.monotonic() - killed
+                browser.wait_for("chatState().line.includes('starts over')",
+                                 "the reply starting over", timeout=30)
+                over = time.monotonic() - killed
                 final = browser.wait_for(
                     "(() => { const s = chatState(); return s.status === 'done' && s; })()",
                     "the end of the reply", timeout=60)
@@ -112,9 +117,13 @@ def test_the_chat_page_ends_a_reply_cut_by_a_server_restart(tmp_path: Path) -> N
     shots.mkdir(parents=True, exist_ok=True)
     saved = shots / "chat-restart.png"
     saved.write_bytes(base64.b64decode(shot))
+    midway = shots / "chat-restart-reconnecting.png"  # the page while the server is down
+    midway.write_bytes(base64.b64decode(waiting))
     COPY.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(saved, COPY)
-    print(f"\nscreenshot: {saved} (copy: {COPY}); SIGKILL -> complete reply: {elapsed:.1f} s")
+    shutil.copyfile(midway, COPY.with_name(midway.name))
+    print(f"\nscreenshot: {saved} (copy: {COPY}); after SIGKILL: new server up {up:.1f} s, "
+          f"reply starting over {over:.1f} s, complete {elapsed:.1f} s")
     assert before["status"] == "streaming"
     assert len(before["text"]) < len(uncut), "the kill really was mid-reply"
     assert final["text"] == uncut, "the reply after the restart equals an uncut one"
