@@ -166,6 +166,7 @@ def test_a_tool_reply_shows_its_card_then_the_answer_in_a_second_step(page: Page
     assert "18" in card["output"]
     assert answer["text"].strip() == TOOL_ANSWER
     assert not page.dom("!!document.querySelector('[data-status=writing]')")
+    assert not page.dom("!!document.querySelector('.sidebar')"), "no GET /api/chats: no sidebar"
 
 
 @pytest.mark.browser
@@ -225,3 +226,129 @@ def test_a_failed_reply_says_so_in_users_words_with_retry(page: Page, shots: Pat
     again = page.state_when(f"s.status === 'error' && s.note.errorText && s.id !== '{final['id']}'",
                             "the retried reply (a new run: a new message id)")
     assert (again["users"], again["assistants"]) == (1, 1), "Retry replaced the failed reply"
+
+
+@pytest.mark.browser
+def test_a_server_that_wants_a_token_gets_it_from_the_sign_in_field(shots: Path) -> None:
+    require(BUILT.is_file(), "the React page is not built: run `npm ci && npm run build:react` "
+                             "(`./dev test` does it)")
+    chromium = shutil.which("chromium")
+    require(chromium is not None, "Chromium is not installed (.ci/run installs it)")
+    assert chromium is not None
+    module = _example()
+    module.TOKEN = "s3cret-token"  # as STREAMWIRE_TOKEN=s3cret-token would
+    with ServerThread(module.app) as site, tempfile.TemporaryDirectory() as profile:
+        browser = DevTools(chromium, profile)
+        try:
+            page = Page(browser, site.url)
+            page.open(f"chat={_chat()}&pace=0.001")
+            page.ask("Hello /tool")
+            refused = page.state_when("s.status === 'error'", "the refusal")
+            page.screenshot("react-sign-in-needed.png", shots)
+            page.dom("document.querySelector('.signin summary').click()")
+            page.dom("document.querySelector('.signin input').focus()")
+            browser.call("Input.insertText", {"text": "s3cret-token"})
+            page.dom("document.querySelector('.signin button[type=submit]').click()")
+            page.dom("document.querySelector('.retry').click()")
+            final = page.state_when(f"s.status === 'ready' && s.text === {json.dumps(TOOL_ANSWER)}",
+                                    "the reply with the token")
+        finally:
+            browser.close()
+    assert "sign in" in refused["error"], refused
+    assert final["assistants"] == 1
+
+
+class ScriptedApprovals:
+    """The page's assets and a scripted ``/api/chat``: the first reply asks approval for
+    ``delete_file``, the next (the SDK's automatic resend) answers with the tool's output or its
+    denial, then text. Each POST body is kept (``bodies``). Stands in for the server's approvals
+    until ``streamwire.aisdk`` pauses runs on them (issue 23, Deliver 2)."""
+
+    def __init__(self) -> None:
+        from starlette.applications import Starlette
+        from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+        from starlette.routing import Mount, Route
+        from starlette.staticfiles import StaticFiles
+
+        self.bodies: list[dict[str, Any]] = []
+
+        async def chat(request: Any) -> Any:
+            body = await request.json()
+            self.bodies.append(body)
+            call = {"toolCallId": "call-1"}
+            if len(self.bodies) == 1:
+                chunks = [{"type": "start", "messageId": "reply-1"}, {"type": "start-step"},
+                          {"type": "tool-input-start", **call, "toolName": "delete_file"},
+                          {"type": "tool-input-available", **call, "toolName": "delete_file",
+                           "input": {"path": "notes.txt"}},
+                          {"type": "tool-approval-request", "approvalId": "approval-1", **call},
+                          {"type": "finish-step"}, {"type": "finish", "finishReason": "stop"}]
+            else:
+                [part] = [p for p in body["messages"][-1]["parts"]
+                          if p["type"] == "tool-delete_file"]
+                approved = part["approval"]["approved"]
+                outcome = ({"type": "tool-output-available", **call, "output": {"deleted": True}}
+                           if approved else {"type": "tool-output-denied", **call})
+                text = "Deleted notes.txt." if approved else "I left notes.txt alone."
+                chunks = [{"type": "start", "messageId": "reply-1"}, outcome,
+                          {"type": "start-step"}, {"type": "text-start", "id": "t"},
+                          {"type": "text-delta", "id": "t", "delta": text},
+                          {"type": "text-end", "id": "t"}, {"type": "finish-step"},
+                          {"type": "finish", "finishReason": "stop"}]
+            data = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+            return StreamingResponse(iter([data]), media_type="text/event-stream",
+                                     headers={"x-vercel-ai-ui-message-stream": "v1"})
+
+        self.app = Starlette(routes=[
+            Route("/", lambda _: FileResponse(BUILT)),
+            Route("/api/chat", chat, methods=["POST"]),
+            Route("/api/chat/{chat_id}/stream", lambda _: Response(status_code=204)),
+            Route("/api/chats", lambda _: JSONResponse({"chats": [
+                {"id": "older", "title": "An older conversation"}]})),
+            Mount("/assets", StaticFiles(directory=BUILT.parent / "assets")),
+        ])
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("answer", ["Approve", "Deny"])
+def test_approve_and_deny_answer_through_the_sdk(answer: str, shots: Path) -> None:
+    require(BUILT.is_file(), "the React page is not built: run `npm ci && npm run build:react` "
+                             "(`./dev test` does it)")
+    chromium = shutil.which("chromium")
+    require(chromium is not None, "Chromium is not installed (.ci/run installs it)")
+    assert chromium is not None
+    server = ScriptedApprovals()
+    with ServerThread(server.app) as site, tempfile.TemporaryDirectory() as profile:
+        browser = DevTools(chromium, profile)
+        try:
+            page = Page(browser, site.url)
+            page.open(f"chat={_chat()}")
+            page.ask("Delete my notes")
+            page.state_when("s.status === 'ready'", "the approval request")
+            card = page.dom("(() => { const c = document.querySelector('.tool'); return c && "
+                            "{tool: c.dataset.tool, state: c.dataset.state, buttons: "
+                            "[...c.querySelectorAll('button')].map((b) => b.textContent)}; })()")
+            page.screenshot(f"react-approval-{answer.lower()}-asked.png", shots)
+            page.dom(f"[...document.querySelectorAll('.tool button')]"
+                     f".find((b) => b.textContent === '{answer}').click()")
+            text = "Deleted notes.txt." if answer == "Approve" else "I left notes.txt alone."
+            final = page.state_when(f"s.status === 'ready' && s.text === {json.dumps(text)}",
+                                    "the reply after the answer")
+            state = page.dom("document.querySelector('.tool').dataset.state")
+            sidebar = page.dom("[...document.querySelectorAll('.sidebar li')]"
+                               ".map((li) => li.textContent)")
+            page.screenshot(f"react-approval-{answer.lower()}-done.png", shots)
+        finally:
+            browser.close()
+    assert card == {"tool": "delete_file", "state": "approval-requested",
+                    "buttons": ["Approve", "Deny"]}
+    assert len(server.bodies) == 2, "one automatic resend after the answer"
+    resend = server.bodies[1]
+    assert resend["trigger"] == "submit-message"
+    assert resend["messageId"] == "reply-1", "it continues the same assistant message"
+    [part] = [p for p in resend["messages"][-1]["parts"] if p["type"] == "tool-delete_file"]
+    assert part["state"] == "approval-responded"
+    assert part["approval"] == {"id": "approval-1", "approved": answer == "Approve"}
+    assert state == ("output-available" if answer == "Approve" else "output-denied")
+    assert final["assistants"] == 1
+    assert sidebar == ["An older conversation"], "GET /api/chats answered: the thread list shows"

@@ -46,7 +46,7 @@ export function App() {
     setThread(null);
     loadThread(chatId).then((loaded) => current && setThread(loaded));
     return () => { current = false; };
-  }, [chatId, tokenVersion]);
+  }, [chatId]);
 
   const refreshThreads = useCallback(() => { loadThreads().then(setThreads); }, []);
   useEffect(refreshThreads, [refreshThreads, tokenVersion]);
@@ -61,7 +61,7 @@ export function App() {
           <SignIn onChange={() => setTokenVersion((v) => v + 1)} />
         </header>
         {thread
-          ? <ChatView key={`${chatId}/${tokenVersion}`} chatId={chatId} initial={thread} onReplyEnd={refreshThreads} />
+          ? <ChatView key={chatId} chatId={chatId} initial={thread} onReplyEnd={refreshThreads} />
           : <main className="messages"><p className="hint">Loading…</p></main>}
       </div>
     </div>
@@ -208,6 +208,11 @@ function ChatView({ chatId, initial, onReplyEnd }) {
           );
         })}
         {status === "submitted" && last?.role === "user" && <div className="status writing">Waiting for the reply…</div>}
+        {!busy && !error && settled && last?.role === "user" && (
+          <div className="status cut" data-status="unanswered">
+            No reply yet. <button type="button" className="retry" onClick={retry}>Retry</button>
+          </div>
+        )}
         {error && !shownOnMessage && (
           <div className="error" role="alert">
             <span className="error-text">{errorWords(error)}</span>
