@@ -64,11 +64,12 @@ export function Message({ message, note, live, onApproval, onRetry, retryable })
 
 function Status({ note, live, failed, retryable, onRetry, metadata }) {
   if (failed) {
-    const recoverable = metadata?.error?.recoverable !== false;
+    // Retry is a new reply (regenerate), whatever metadata.error.recoverable says (that one is
+    // about resuming the same run)
     return (
-      <div className="error" role="alert">
+      <div className="error" role="alert" data-code={metadata?.error?.code ?? undefined}>
         <span className="error-text">{note.errorText || "This reply failed."}</span>
-        {retryable && recoverable && <button type="button" className="retry" onClick={onRetry}>Retry</button>}
+        {retryable && <button type="button" className="retry" onClick={onRetry}>Retry</button>}
       </div>
     );
   }
