@@ -21,9 +21,9 @@ import httpx
 import pytest
 
 from conftest import require
+from helpers.devtools import DevTools
 from helpers.processes import Proc, free_port
 from streamwire.runs.demo_agent import demo_reply
-from test_aisdk_browser import DevTools
 
 pytestmark = pytest.mark.browser
 
