@@ -188,7 +188,12 @@ class ThreadsAPI:
         try:
             query = request.query_params
             limit = _limit(query.get("limit"))
-            threads = [t for t in await self.threads.store.all() if visible(t, None)]
+            threads: list[Thread] = []
+            for thread in await self.threads.store.all():
+                if thread.pending:  # a reply may have ended: its message counts
+                    thread = await self.threads.settle(thread.id) or thread
+                if visible(thread, None):
+                    threads.append(thread)
             try:
                 page, cursor = page_threads(threads, after=query.get("after") or None,
                                             limit=limit)
