@@ -270,3 +270,30 @@ async def _both(a: Any, b: Any) -> tuple[httpx.Response, httpx.Response]:
         tg.start_soon(run, a)
         tg.start_soon(run, b)
     return out[0], out[1]
+
+
+async def test_a_paused_reply_is_stored_and_again_once_resumed(serve: Serve) -> None:
+    with serve("demo") as srv:
+        async with httpx.AsyncClient(base_url=srv.url, timeout=20) as client:
+            reply = await client.post("/api/chat", json=submit("t8", user("/pause me", "u1"),
+                                                               pace=0))
+            run_id = events(reply.content)[0]["messageId"].removesuffix("-assistant")
+            half = text_of(events(reply.content))
+            stored = await messages(client, "t8")
+            assert _text(stored[1]) == half
+            resumed = await client.post(f"/runs/{run_id}/resume",
+                                        json={"input": {}, "resumeId": "r1"})
+            assert resumed.status_code == 200, resumed.text
+            for _ in range(100):
+                if (await client.get(f"/runs/{run_id}/status")).json()["status"] != "running":
+                    break
+                await anyio.sleep(0.05)
+            final = await messages(client, "t8")
+            assert len(final) == 2
+            assert final[1]["id"] == stored[1]["id"]
+            assert _text(final[1]).startswith(half)
+            assert len(_text(final[1])) > len(half), "the resumed rest"
+
+
+def _text(message: dict[str, Any]) -> str:
+    return "".join(p["text"] for p in message["parts"] if p["type"] == "text")

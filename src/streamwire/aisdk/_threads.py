@@ -13,7 +13,8 @@ is the last complete JSON of its deltas, not the client's partial-JSON repair.
 
 A thread is one record (``Thread``, JSON): its messages in order, ``pending`` (the runs whose
 assistant message is not stored yet, each with the user message it answers), its title, times and
-``owner`` (the users layer's; None here). A live thread has the store's indexed status
+``owner`` (the users layer's; None here). A paused reply is stored and stays pending: a resume
+continues the same message, stored again when the run ends. A live thread has the store's indexed status
 (``RUNNING``: ``running()`` lists the threads, ``expire`` never touches them); a deleted one is a
 tombstone (``"deleted"``) until ``expire`` removes it. Every change is a compare-and-set of the
 whole record (``ThreadStore.update``), so two server processes never lose each other's messages.
@@ -57,8 +58,12 @@ class Thread(msgspec.Struct, rename="camel", omit_defaults=True):
     #: The user the thread belongs to (set and checked by the users layer; None: nobody's).
     owner: str | None = None
     messages: list[dict[str, Any]] = msgspec.field(default_factory=list[dict[str, Any]])
-    #: run id -> the id of the user message it answers: replies not stored yet
+    #: run id -> the id of the user message it answers: replies not stored yet (or stored
+    #: while paused: a resume goes on with the same message)
     pending: dict[str, str] = msgspec.field(default_factory=dict[str, str])
+    #: run id -> its record's ``updated_at`` when its reply was stored paused (stored again
+    #: only once the run moved on)
+    paused: dict[str, float] = msgspec.field(default_factory=dict[str, float])
     #: the record's version when it was read (the compare-and-set token; not a field to edit)
     version: int = 0
 

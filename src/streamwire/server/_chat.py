@@ -191,9 +191,9 @@ class ChatAPI:
 
         def change(t: Thread) -> bool:
             placed = place_user_message(t, chat.user_message)
-            if joined and run_id not in t.pending and not placed:
-                return False
-            t.pending[run_id] = chat.user_message_id
+            if t.pending.get(run_id) == chat.user_message_id:
+                return placed
+            t.pending[run_id] = chat.user_message_id  # (again: a joined run may go on)
             return True
 
         stored = await self.threads.store.update(chat.chat_id, change)

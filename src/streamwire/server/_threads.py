@@ -12,7 +12,7 @@ one record of kind ``"thread"``), and the routes that read and delete them:
 ================================  ================================================================
 
 When a reply is stored (``Threads.settle``): its run's record says it ended (completed,
-interrupted, failed or paused) -- then its stream is read from the start through the UI message
+interrupted, failed or paused; a paused one is stored again once a resume moved it on) -- then its stream is read from the start through the UI message
 encoder and ``UIMessageAssembler``, and the assistant message is placed in the thread in one
 compare-and-set that also takes the run off ``pending``. The chat routes settle a thread after a
 reply was streamed and before any use of it (a submit, these routes), so a reply is stored by
@@ -84,6 +84,7 @@ class Threads:
         if thread is None or not thread.pending:
             return thread
         replies: dict[str, tuple[str, dict[str, Any]] | None] = {}
+        paused: dict[str, float] = {}
         for run_id, user_id in thread.pending.items():
             try:
                 record = await self.runs.get(run_id)
@@ -92,6 +93,10 @@ class Threads:
                 continue
             if record.status == "running":
                 continue
+            if record.status == "paused":
+                if thread.paused.get(run_id) == record.updated_at:
+                    continue  # stored as it stands
+                paused[run_id] = record.updated_at
             message = await self.assemble(record.stream_id, run_id)
             replies[run_id] = None if message is None else (user_id, message)
         if not replies:
@@ -100,11 +105,16 @@ class Threads:
         def change(t: Thread) -> bool:
             changed = False
             for run_id, reply in replies.items():
-                if t.pending.pop(run_id, None) is None:
+                if run_id not in t.pending:
                     continue  # stored by someone else meanwhile
                 changed = True
                 if reply is not None:
                     place_reply(t, reply[0], reply[1])
+                if run_id in paused:
+                    t.paused[run_id] = paused[run_id]
+                else:
+                    del t.pending[run_id]
+                    t.paused.pop(run_id, None)
             return changed
 
         return await self.store.update(chat_id, change, create=False)
