@@ -82,3 +82,31 @@ test('a Chat started from the server\'s messages goes on with the thread', { ski
   const list = await (await fetch(`${BASE}/api/chats?limit=200`, { headers: AUTH })).json();
   assert.ok(list.threads.some((t) => t.id === id && t.messageCount === 4));
 });
+
+// The server's own fold (UIMessageAssembler) of replies that carry every tool state, written by
+// tests/test_threads_node.py in STREAMWIRE_THREADS_FOLDS as <name>.sse and <name>.json: the SDK's
+// readUIMessageStream, over the same body, ends with the same message.
+const FOLDS = process.env.STREAMWIRE_THREADS_FOLDS;
+const foldSkip = FOLDS ? false : 'run by tests/test_threads_node.py (STREAMWIRE_THREADS_FOLDS)';
+
+test('the server folds a reply into the message the SDK ends with', { skip: foldSkip }, async () => {
+  const { readFile, readdir } = await import('node:fs/promises');
+  const { join } = await import('node:path');
+  const { readUIMessageStream } = await import('ai');
+  const names = (await readdir(FOLDS)).filter((f) => f.endsWith('.sse')).map((f) => f.slice(0, -4));
+  assert.ok(names.length >= 4);
+  for (const name of names) {
+    const body = await readFile(join(FOLDS, `${name}.sse`));
+    const t = new DefaultChatTransport({
+      api: 'http://streamwire.test/api/chat',
+      fetch: async () => new Response(body, { headers: {
+        'content-type': 'text/event-stream', 'x-vercel-ai-ui-message-stream': 'v1' } }),
+    });
+    const stream = await t.sendMessages({ chatId: name, messages: [], trigger: 'submit-message',
+                                          messageId: undefined });
+    let message;
+    for await (const m of readUIMessageStream({ stream, onError: () => {} })) message = m;
+    const folded = JSON.parse(await readFile(join(FOLDS, `${name}.json`), 'utf8'));
+    assert.deepEqual(plain(message), folded, name);
+  }
+});

@@ -8,8 +8,9 @@ once ended), ``step-start`` parts, tool parts (``tool-<name>``, or ``dynamic-too
 final state with input, output / error text and approval, sources, files, persistent ``data-*``
 parts (one per id), and the metadata merged from ``start``, ``message-metadata`` and ``finish``.
 Keys the client leaves ``undefined`` are absent (what ``JSON.stringify`` of its message gives).
-One known difference: the input of a tool call whose reply ended while the input still streamed
-is the last complete JSON of its deltas, not the client's partial-JSON repair.
+The input of a tool call whose input still streams is its deltas' JSON so far, completed
+(``partial_json``: open strings, arrays and objects closed, a dangling key or comma dropped), as
+the client's ``parsePartialJson`` does for the common cuts.
 
 A thread is one record (``Thread``, JSON): its messages in order, ``pending`` (the runs whose
 assistant message is not stored yet, each with the user message it answers), its title, times and
@@ -220,6 +221,54 @@ def page_threads(threads: list[Thread], *, after: str | None,
 # -- the assistant message of a reply ------------------------------------------------------------
 
 
+def partial_json(text: str) -> Any:
+    """The value of JSON text cut anywhere (``_UNSET`` when there is none yet): parsed as is, or
+    completed -- an open string closed, a dangling ``,`` / ``:`` / key dropped, the open arrays
+    and objects closed."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    stack: list[str] = []
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            stack.append("]" if ch == "[" else "}")
+        elif ch in "]}" and stack:
+            stack.pop()
+    body = text[:-1] if escaped else text
+    if in_string:
+        body += '"'
+    closers = "".join(reversed(stack))
+    candidates = [body + closers]
+    trimmed = body.rstrip()
+    for _ in range(3):  # drop a dangling ``:``, then its key, then a ``,``
+        for cut in (":", ","):
+            if trimmed.endswith(cut):
+                trimmed = trimmed[:-1].rstrip()
+        if trimmed.endswith('"') and stack and stack[-1] == "}":
+            start = trimmed.rfind('"', 0, len(trimmed) - 1)
+            before = trimmed[:start].rstrip()
+            if start > 0 and before.endswith(("{", ",")):
+                trimmed = before.rstrip(",").rstrip()
+        candidates.append(trimmed + closers)
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    return _UNSET
+
+
 def _set(part: dict[str, Any], key: str, value: Any) -> None:
     if value is _UNSET:
         part.pop(key, None)
@@ -419,10 +468,7 @@ class UIMessageAssembler:
             text = partial[0] + str(get("inputTextDelta", ""))
             self._partial[call_id] = (text, partial[1], partial[2])
             existing = self._invocation(call_id)
-            try:
-                value = json.loads(text)
-            except ValueError:
-                value = existing.get("input", _UNSET) if existing is not None else _UNSET
+            value = partial_json(text)
             self._update(partial[2], partial[1], call_id, "input-streaming",
                          {"input": value, "rawInput": text,
                           "title": _UNSET if existing is None else existing.get("title", _UNSET),
