@@ -1,13 +1,18 @@
 """The ``useChat`` request (``DefaultChatTransport``'s POST body) -> the run it starts (sans-I/O).
 
-The body is the app's own ``body`` fields plus ``{id, messages, trigger, messageId}``. The run:
+The body is the app's own ``body`` fields plus ``{id, messages, trigger, messageId}`` (or, by the
+AI SDK's ``prepareSendMessagesRequest`` recipe, ``{id, message}``: the new message alone). Only the
+new message -- the last user message -- is taken from it: the history is the server's thread
+(``_threads``), never the client's copy. The run:
 
 * its input is ``{**app fields, "prompt", "chatId", "messageId", "messages"}``: ``prompt`` is the
-  text of the last user message (what a simple agent answers), ``messages`` the whole history as
-  sent (what a real one reads), ``messageId`` that user message's id;
-* its id names the request, so a double submit (the same chat, user message and text) finds the
-  first run instead of starting a second; an edited message (same id, other text) is a new run;
-  ``regenerate-message`` asks for a new reply on purpose and always gets a fresh run;
+  text of the new user message (what a simple agent answers), ``messages`` the thread's stored
+  history then that message (what a real one reads, ``input_for``), ``messageId`` its id;
+* its id names the request (``run_id_for``), so a double submit (the same chat, user message and
+  text) finds the first run instead of starting a second; an edited message (same id, other text)
+  is a new run; ``regenerate-message`` names the reply it replaces (the body's ``messageId``, else
+  the thread's reply to that user message), so a retried regenerate joins its run and the next
+  regenerate (of the new reply) is a new one;
 * the reply's assistant message id is ``<run id>-assistant``: the POST and every resume send the
   same one in ``start``, so a resumed reply replaces the message instead of appending a copy.
 
@@ -20,8 +25,7 @@ prefix wherever a client names an id itself (a ``runId``, a plain stream write).
 from __future__ import annotations
 
 import hashlib
-import uuid
-from typing import Any, Final, final
+from typing import Any, Final, cast, final
 
 import msgspec
 
@@ -35,7 +39,7 @@ CHAT_ID_CHARS: Final = frozenset(
 CHAT_PREFIX: Final = "chat:"
 #: Characters of a chat id at most.
 MAX_CHAT_ID_LENGTH: Final = 128
-_TRANSPORT_FIELDS: Final = frozenset({"id", "messages", "trigger", "messageId"})
+_TRANSPORT_FIELDS: Final = frozenset({"id", "messages", "message", "trigger", "messageId"})
 _TRIGGERS: Final = frozenset({"submit-message", "regenerate-message"})
 
 
@@ -61,40 +65,64 @@ def assistant_message_id(run_id: str) -> str:
     return f"{run_id}-assistant"
 
 
-@final
-class _Part(msgspec.Struct, frozen=True):
-    type: str
-    text: str | None = None
-
-
-@final
-class _UIMessage(msgspec.Struct, frozen=True):
-    role: str
-    id: str = ""
-    parts: list[_Part] = []
-
-
-_decode_messages: Final = msgspec.json.Decoder(list[_UIMessage]).decode
 _decode_body: Final = msgspec.json.Decoder(dict[str, Any]).decode
 _encode: Final = msgspec.json.Encoder().encode
 
 
+def _is_user_message(value: dict[str, Any]) -> bool:
+    return value.get("role") == "user"
+
+
+def _text(message: dict[str, Any]) -> str:
+    parts: object = message.get("parts")
+    if not isinstance(parts, list):
+        raise msgspec.ValidationError("a message's `parts` must be an array")
+    text: list[str] = []
+    for item in cast("list[object]", parts):
+        part = cast("dict[str, Any]", item) if isinstance(item, dict) else None
+        if part is None or not isinstance(part.get("type"), str):
+            raise msgspec.ValidationError("a message part must be an object with a `type`")
+        if part["type"] == "text":
+            if not isinstance(part.get("text"), str):
+                raise msgspec.ValidationError("a text part's `text` must be a string")
+            text.append(part["text"])
+    return "".join(text)
+
+
 @final
 class ChatRequest(msgspec.Struct, frozen=True):
-    """One ``POST /api/chat``: the chat, the run it starts (``run_id``, ``input``) and its reply's
-    assistant message id."""
+    """One ``POST /api/chat``: the chat, its trigger, the new user message (as sent: it is
+    stored) and the app's extra fields; the run it starts is ``run_id_for`` / ``input_for``."""
 
     chat_id: str
     trigger: str
+    user_message: dict[str, Any]
     user_message_id: str
     prompt: str
-    run_id: str
-    input: dict[str, Any]
+    #: ``regenerate-message``: the id of the reply to replace, when the body names one
+    replaces: str | None
+    extra: dict[str, Any]
 
     @property
-    def message_id(self) -> str:
-        """The assistant message id of the reply."""
-        return assistant_message_id(self.run_id)
+    def regenerate(self) -> bool:
+        return self.trigger == "regenerate-message"
+
+    def run_id_for(self, replaced: str | None = None) -> str:
+        """The run id of this request; ``replaced`` is the thread's reply this regenerate
+        replaces (the body's ``messageId`` wins)."""
+        if self.regenerate:
+            parts = [self.chat_id, "regenerate", self.user_message_id,
+                     self.replaces or replaced or ""]
+        else:
+            parts = [self.chat_id, self.user_message_id, self.prompt]
+        key = hashlib.sha256(_encode(parts)).hexdigest()[:32]
+        return f"{CHAT_PREFIX}{self.chat_id}:{key}"
+
+    def input_for(self, history: list[dict[str, Any]]) -> dict[str, Any]:
+        """The run's input: the app's fields, ``prompt``, ``chatId``, ``messageId`` and
+        ``messages`` (``history``, the thread's messages before the new one, then it)."""
+        return {**self.extra, "prompt": self.prompt, "chatId": self.chat_id,
+                "messageId": self.user_message_id, "messages": [*history, self.user_message]}
 
     @classmethod
     def parse(cls, body: bytes) -> ChatRequest:
@@ -113,18 +141,33 @@ class ChatRequest(msgspec.Struct, frozen=True):
         trigger = fields.get("trigger", "submit-message")
         if trigger not in _TRIGGERS:
             raise ValueError(f"trigger must be one of {sorted(_TRIGGERS)}, not {trigger!r}")
-        raw_messages = fields.get("messages")
-        messages = _decode_messages(_encode(raw_messages if raw_messages is not None else []))
-        user = next((m for m in reversed(messages) if m.role == "user"), None)
-        prompt = "" if user is None else "".join(p.text or "" for p in user.parts
-                                                  if p.type == "text")
+        raw = fields.get("messages")
+        if raw is None and "message" in fields:
+            raw = [fields["message"]]
+        if raw is None:
+            raw = []
+        if not isinstance(raw, list):
+            raise msgspec.ValidationError("`messages` must be an array")
+        messages: list[dict[str, Any]] = []
+        for item in cast("list[object]", raw):
+            if not isinstance(item, dict):
+                raise msgspec.ValidationError("a message must be an object with a `role`")
+            message = cast("dict[str, Any]", item)
+            if not isinstance(message.get("role"), str):
+                raise msgspec.ValidationError("a message must be an object with a `role`")
+            messages.append(message)
+        user = next((m for m in reversed(messages) if _is_user_message(m)), None)
+        prompt = "" if user is None else _text(user)
         if user is None or not prompt:
             raise ValueError("the request has no user message with text to answer")
+        user = dict(user)
+        user_id = user.get("id") or ""
+        if not isinstance(user_id, str):
+            raise msgspec.ValidationError("a message's `id` must be a string")
+        if not user_id:  # the thread places messages by id: name it after its chat and text
+            user["id"] = user_id = "user-" + hashlib.sha256(
+                _encode([chat_id, prompt])).hexdigest()[:16]
+        replaces = fields.get("messageId") if trigger == "regenerate-message" else None
         extra = {k: v for k, v in fields.items() if k not in _TRANSPORT_FIELDS}
-        run_input = {**extra, "prompt": prompt, "chatId": chat_id, "messageId": user.id,
-                     "messages": raw_messages}
-        if trigger == "regenerate-message":
-            key = uuid.uuid4().hex
-        else:
-            key = hashlib.sha256(_encode([chat_id, user.id, prompt])).hexdigest()[:32]
-        return cls(chat_id, trigger, user.id, prompt, f"{CHAT_PREFIX}{chat_id}:{key}", run_input)
+        return cls(chat_id, trigger, user, user_id, prompt,
+                   replaces if isinstance(replaces, str) and replaces else None, extra)

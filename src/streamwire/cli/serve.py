@@ -153,6 +153,10 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paused-ttl", type=_ttl, default=None, metavar="SECONDS",
                    help="seconds a paused run stays resumable (its stream and state); after it "
                         "a resume fails PAUSE_EXPIRED; 0: until resumed (default 0)")
+    p.add_argument("--chat-multitask", default="reject", choices=["reject", "interrupt", "enqueue"],
+                   help="a new chat message while the chat's reply runs: reject (409, default), "
+                        "interrupt (stop the reply, answer the new one) or enqueue (answer it "
+                        "when the reply ends)")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
                    help="event loop: uvloop (pip install 'streamwire[uvloop]'), asyncio, or auto "
                         "(default: uvloop when installed, else asyncio)")
@@ -214,7 +218,8 @@ async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
     runs = Runs(log, args.agents, **run_options) if args.agents else None
     app = StreamApp(log, settings_from_args(args),
                     authorize=bearer_token(token, protect_reads=args.protect_reads),
-                    agents=runs, chat_agent=next(iter(runs.agents)) if runs is not None else None)
+                    agents=runs, chat_agent=next(iter(runs.agents)) if runs is not None else None,
+                    chat_multitask=args.chat_multitask)
     server = uvicorn_server(app, host=args.host, port=args.port, log_level=args.log_level,
                             access_log=args.access_log, log_config=None)
     async with contextlib.AsyncExitStack() as stack:

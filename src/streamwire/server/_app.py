@@ -42,6 +42,7 @@ from ._routes import JSONRoutes
 from ._runs import RunsAPI, runs_openapi_paths
 from ._settings import ServerSettings
 from ._sse import SSE_RESPONSE_HEADERS, StreamSource
+from ._threads import ThreadsAPI, threads_openapi_paths
 
 __all__ = ["StreamApp"]
 
@@ -62,6 +63,7 @@ class StreamApp(Starlette):
         allow_anonymous_writes: bool = False,
         agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
         chat_agent: str | None = None,
+        chat_multitask: str = "reject",
     ) -> None:
         settings = settings if settings is not None else ServerSettings()
         self.log = log
@@ -88,7 +90,7 @@ class StreamApp(Starlette):
         if self.runs is not None:
             document = runs_openapi_paths(document)
         if chat_agent is not None:
-            document = chat_openapi_paths(document)
+            document = threads_openapi_paths(chat_openapi_paths(document))
         self._openapi = encode_json(document)
         json_routes = JSONRoutes(self, ctx)
         w = json_routes.stream_route
@@ -124,15 +126,15 @@ class StreamApp(Starlette):
             routes += runs_api.routes()
             self._streaming.append(("GET", "/runs/", "/sse", runs_api.sse))
             if chat_agent is not None:
-                chat_api = ChatAPI(self.runs, chat_agent, ctx)
-                routes += chat_api.routes()
+                chat_api = ChatAPI(self.runs, chat_agent, ctx, chat_multitask)
+                routes += chat_api.routes() + ThreadsAPI(chat_api.threads, ctx).routes()
                 self._streaming += [("POST", "/api/chat", "", chat_api.post),
                                     ("GET", "/api/chat/", "/stream", chat_api.resume)]
         middleware: list[Middleware] = []
         if settings.cors_origins:
             middleware.append(Middleware(
                 CORSMiddleware, allow_origins=list(settings.cors_origins),
-                allow_methods=["GET", "PUT", "POST"], allow_headers=list(CORS_ALLOW_HEADERS),
+                allow_methods=["GET", "PUT", "POST", "DELETE"], allow_headers=list(CORS_ALLOW_HEADERS),
                 expose_headers=list(CORS_EXPOSE_HEADERS), max_age=600))
         super().__init__(routes=routes, middleware=middleware, lifespan=self.lifespan,
                          exception_handlers={HTTPException: routing_error})

@@ -27,9 +27,11 @@ after ``send_timeout`` when its client stops reading, and a server shutting down
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
+import anyio
 import anyio.abc
 import msgspec
 from starlette.requests import Request
@@ -38,7 +40,14 @@ from starlette.routing import Route
 
 from ..aisdk import UI_MESSAGE_STREAM_HEADERS, UIMessageStreamEncoder, parse_event_id
 from ..aisdk._request import ChatRequest, assistant_message_id, chat_stream_id, check_chat_id
-from ..errors import StreamNotFoundError, StreamStateError, UsageError
+from ..aisdk._threads import Thread, place_user_message
+from ..errors import (
+    RunConflictError,
+    RunNotFoundError,
+    StreamNotFoundError,
+    StreamStateError,
+    UsageError,
+)
 from ..frames import ChunkFrame, StreamFrame
 from ..log import StreamLog
 from ..runs import Runs
@@ -47,9 +56,14 @@ from ._context import RawRoute, RouteContext
 from ._engine import Connection
 from ._http import Refusal, encode_json, read_json
 from ._openapi import NOT_JSON
+from ._threads import Threads
 from ._wire import failure_frame
 
-__all__ = ["ChatAPI", "chat_openapi_paths"]
+__all__ = ["MULTITASK", "ChatAPI", "chat_openapi_paths"]
+
+logger = logging.getLogger("streamwire.server")
+#: What a new message does while the chat's reply runs (``create_app(chat_multitask=...)``).
+MULTITASK: Final = ("reject", "interrupt", "enqueue")
 
 _HEADERS: Final = [(k.encode(), v.encode()) for k, v in UI_MESSAGE_STREAM_HEADERS.items()]
 _decode_pointer: Final = msgspec.json.Decoder(dict[str, str]).decode
@@ -95,9 +109,15 @@ class ChatIndex:
 class ChatAPI:
     """The ``/api/chat`` routes answering with ``agent``'s runs."""
 
-    def __init__(self, runs: Runs, agent: str, ctx: RouteContext) -> None:
+    def __init__(self, runs: Runs, agent: str, ctx: RouteContext,
+                 multitask: str = "reject") -> None:
+        if multitask not in MULTITASK:
+            raise UsageError(f"chat_multitask must be one of {', '.join(MULTITASK)}, "
+                             f"not {multitask!r}")
         self.runs = runs
         self.agent = agent
+        self.multitask = multitask
+        self.threads = Threads(runs)
         self.index = ChatIndex(runs.log)
         self.ctx = ctx
         self.max_body = ctx.settings.max_body_size
@@ -120,10 +140,13 @@ class ChatAPI:
         try:
             chat = ChatRequest.parse(await read_json(request, self.max_body))
             await self.ctx.check_access(request, chat.chat_id, "write")
+            run_id, run_input = await self._prepare(chat, receive)
             # the slot first: a refused reply starts no run (its stream has the run's id)
-            conn = self.ctx.engine.admit(chat.run_id, scope)
+            conn = self.ctx.engine.admit(run_id, scope)
             try:
-                record, created = await self.runs.start(self.agent, chat.input, chat.run_id)
+                record, created = await self.runs.start(self.agent, run_input, run_id)
+            except RunConflictError:  # a retry that found the thread moved on: join the run
+                record, created = await self.runs.get(run_id), False
             except UsageError:  # the only one Runs.start raises: it is not running
                 raise self.ctx.not_running() from None
             if created or await self.index.latest(chat.chat_id) != record.run_id:
@@ -131,7 +154,89 @@ class ChatAPI:
         except Exception as exc:
             await self.ctx.refuse(send, self._mapped(exc), conn=conn, headers=cors)
             return
-        await self._reply(conn, receive, send, record.stream_id, chat.message_id, None, cors)
+        await self._reply(conn, receive, send, record.stream_id,
+                          assistant_message_id(record.run_id), None, cors)
+        await self._settle(chat.chat_id)
+
+    async def _prepare(self, chat: ChatRequest, receive: Receive) -> tuple[str, dict[str, Any]]:
+        """The run that answers ``chat``: its id and input (the thread's history then the new
+        message). Stores the user message and the run as the thread's pending reply; applies the
+        multitask policy when another reply runs (``reject``: 409, ``interrupt``: stop it,
+        ``enqueue``: wait for its end)."""
+        thread = await self.threads.settle(chat.chat_id)
+        replaced = None
+        if chat.regenerate and thread is not None:  # the reply to that user message
+            after = [m for i, m in enumerate(thread.messages)
+                     if i and thread.messages[i - 1].get("id") == chat.user_message_id]
+            replaced = after[0].get("id") if after and after[0].get("role") == "assistant" \
+                else None
+        run_id = chat.run_id_for(replaced if isinstance(replaced, str) else None)
+        try:
+            joined = (await self.runs.get(run_id)).status in ("running", "paused")
+        except RunNotFoundError:
+            joined = False
+        if not joined:
+            running = await self._running_reply(chat.chat_id)
+            if running is not None and running != run_id:
+                if self.multitask == "reject":
+                    raise Refusal(409, f"chat {chat.chat_id!r} is answering (run {running!r}): "
+                                       "stop it or wait for its end", runId=running)
+                await self.threads.store.update(
+                    chat.chat_id, lambda t: place_user_message(t, chat.user_message))
+                if self.multitask == "interrupt":
+                    await self.runs.stop(running)
+                elif not await self._wait_for_end(running, receive):
+                    raise Refusal(499, "the client left before its reply could start")
+                await self.threads.settle(chat.chat_id)
+
+        def change(t: Thread) -> bool:
+            placed = place_user_message(t, chat.user_message)
+            if t.pending.get(run_id) == chat.user_message_id:
+                return placed
+            t.pending[run_id] = chat.user_message_id  # (again: a joined run may go on)
+            return True
+
+        stored = await self.threads.store.update(chat.chat_id, change)
+        messages = stored.messages if stored is not None else []
+        at = next((i for i, m in enumerate(messages) if m.get("id") == chat.user_message_id),
+                  len(messages))
+        return run_id, chat.input_for(messages[:at])
+
+    async def _running_reply(self, chat_id: str) -> str | None:
+        run_id = await self.index.latest(chat_id)
+        if run_id is None:
+            return None
+        try:
+            return run_id if (await self.runs.get(run_id)).status == "running" else None
+        except RunNotFoundError:
+            return None
+
+    async def _wait_for_end(self, run_id: str, receive: Receive) -> bool:
+        """Wait for the run to leave ``running``; False if the client left first."""
+        left = False
+        async with anyio.create_task_group() as tg:
+            async def watch() -> None:
+                nonlocal left
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                left = True
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(watch)
+            while True:  # the run may be another process's: its record says when it ends
+                if (await self.runs.get(run_id)).status != "running":
+                    break
+                await anyio.sleep(self.runs.poll_interval / 2)
+            tg.cancel_scope.cancel()
+        return not left
+
+    async def _settle(self, chat_id: str) -> None:
+        """Store the thread's ended replies after one was sent (a failure waits for the next
+        reader: every thread route settles first)."""
+        try:
+            await self.threads.settle(chat_id)
+        except Exception:
+            logger.warning("chat %s: the reply could not be stored yet", chat_id, exc_info=True)
 
     async def resume(self, scope: Scope, receive: Receive, send: Send, chat_id: str) -> None:
         request = Request(scope, receive)
@@ -156,6 +261,7 @@ class ChatAPI:
             return
         await self._reply(conn, receive, send, record.stream_id,
                           assistant_message_id(record.run_id), after, cors)
+        await self._settle(chat_id)
 
     async def stop(self, request: Request) -> Response:
         try:

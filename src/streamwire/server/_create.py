@@ -50,6 +50,7 @@ def create_app(
     drain_on_signal: bool = True,
     agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
     chat_agent: str | None = None,
+    chat_multitask: str = "reject",
 ) -> StreamApp:
     """Serve ``log`` over HTTP as wire v2 (routes and rules: this module's docstring).
 
@@ -87,7 +88,11 @@ def create_app(
             callables under their ``__name__``), or a configured ``streamwire.runs.Runs`` over
             the same log; their records go to the log's backend.
         chat_agent: serve ``useChat``'s ``/api/chat`` routes (``streamwire.server._chat``) with
-            this agent of ``agents``: each reply is a run of it, read as a UI message stream.
+            this agent of ``agents``: each reply is a run of it, read as a UI message stream;
+            each chat is a thread kept on the log's backend (``streamwire.server._threads``).
+        chat_multitask: what a new message does while its chat's reply runs: ``"reject"``
+            (409 naming the running reply), ``"interrupt"`` (stop it, then answer) or
+            ``"enqueue"`` (answer when it ends).
 
     Raises:
         ValueError: an option out of its range (``ServerSettings`` names it).
@@ -103,4 +108,4 @@ def create_app(
         drain_on_signal=drain_on_signal)
     return StreamApp(log, settings, authorize=authorize, token=token,
                      allow_anonymous_writes=allow_anonymous_writes, agents=agents,
-                     chat_agent=chat_agent)
+                     chat_agent=chat_agent, chat_multitask=chat_multitask)
