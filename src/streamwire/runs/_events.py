@@ -11,7 +11,9 @@ worker's run counts it here. Labels stay bounded: a run of an agent this process
 Each settlement is logged on ``streamwire.runs`` with the run's ids, agent and ``errorDetail``
 code as fields (``extra``: ``run_id``, ``stream_id``, ``agent``, ``status``, ``code``), which
 ``serve --log-format json`` writes as JSON keys: INFO for ``completed``, ``paused`` and
-``interrupted``, WARNING for ``failed``.
+``interrupted``, WARNING for ``failed`` -- unless the failure is the worker's own shutdown
+(``WORKER_SHUTDOWN``: recoverable, the expected end of a run a stopping process lets go), which
+is INFO too.
 """
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ class RunEvents:
         self._agent_of.pop(record.run_id, None)
         self.finished[key] = self.finished.get(key, 0) + 1
         fields = run_fields(record)
-        if record.status == "failed":
+        if record.status == "failed" and fields.get("code") != "WORKER_SHUTDOWN":
             logger.warning("run %s: agent %r failed %s", record.run_id, record.agent,
                            fields.get("code", "(no code)"), extra=fields)
         else:
