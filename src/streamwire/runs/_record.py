@@ -64,7 +64,8 @@ class RunRecord(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     ``version`` grows by one on every change (the compare-and-set token). ``owner`` is the worker
     running the agent and ``lease_expires_at`` (epoch seconds) when others may declare it lost.
     ``fingerprint`` identifies the start request's body; ``resumes`` maps each resume id to its
-    body's fingerprint, so each is applied once.
+    body's fingerprint, so each is applied once. ``user`` is the user who started the run (the
+    ``authorize`` hook's principal; None: anonymous): the run is theirs alone (``server._owners``).
     """
 
     run_id: str
@@ -88,6 +89,7 @@ class RunRecord(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     resumes: dict[str, str] = msgspec.field(default_factory=dict[str, str])
     resume_input: Any = None
     head: int = 0
+    user: str | None = None
 
 
 _encoder: Final = msgspec.json.Encoder(order="sorted")
@@ -110,11 +112,11 @@ def fingerprint(*parts: object) -> str:
 
 
 def new_record(run_id: str, agent: str, input: Any, *, owner: str, now: float,
-               lease: float) -> RunRecord:
-    """A run that starts now, its lease held by ``owner``."""
+               lease: float, user: str | None = None) -> RunRecord:
+    """A run that ``user`` starts now, its lease held by worker ``owner``."""
     return RunRecord(run_id=run_id, agent=agent, stream_id=run_id, status="running",
                      fingerprint=fingerprint(agent, input), created_at=now, updated_at=now,
-                     input=input, owner=owner, lease_expires_at=now + lease)
+                     input=input, owner=owner, lease_expires_at=now + lease, user=user)
 
 
 def check_same_start(record: RunRecord, agent: str, input: Any) -> None:
