@@ -300,9 +300,12 @@ def chat_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
                 "properties": {"id": {"type": "string"},
                                "messages": {"type": "array", "items": message},
                                "trigger": {"enum": ["submit-message", "regenerate-message"]},
-                               "messageId": {"type": ["string", "null"]}},
+                               "messageId": {"type": ["string", "null"]},
+                               "agent": {"type": "string", "description": "one of the server's "
+                                         "chat agents (400 names them); default: the first"}},
                 "additionalProperties": True}}}},
             "responses": {"200": stream, **errors, "415": NOT_JSON,
+                          "404": {"$ref": "#/components/responses/NotFound"},
                           "413": {"$ref": "#/components/responses/TooLarge"},
                           "422": {"$ref": "#/components/responses/Invalid"}}}},
         "/api/chat/{chat_id}/stream": {"get": {
