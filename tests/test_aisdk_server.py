@@ -218,8 +218,8 @@ def test_chat_agent_must_be_a_served_agent() -> None:
 def test_a_server_shutting_down_ends_open_replies_as_drops_at_once() -> None:
     """SIGTERM with a reply streaming: the server drains it (no ``finish``, no ``[DONE]``: the
     client sees a drop and resumes elsewhere) and exits within its grace period, instead of
-    waiting for the reply to end."""
-    server = DemoServer("--grace", "5")
+    waiting for the reply to end (with no drain of the runs: ``--drain-timeout 0``)."""
+    server = DemoServer("--grace", "5", "--drain-timeout", "0")
     server.start()
     try:
         with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10) as client:

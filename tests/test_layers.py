@@ -17,6 +17,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "_compat": 0,
     "_public": 0,
+    "_settings": 0,
     "sse": 1,
     "contract": 2,
     "chat": 2,

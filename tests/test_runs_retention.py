@@ -191,7 +191,7 @@ def test_serve_flags_are_checked_and_default_per_backend(
             assert exited.value.code == 2
             assert flag in capsys.readouterr().err
     args = _serve_args()
-    assert (args.finished_ttl, args.paused_ttl, args.run_retention) == (None, None, None)
+    assert (args.finished_ttl, args.paused_ttl, args.record_ttl) == (None, None, DEFAULT_RECORD_TTL)
     assert _finished_ttl(args) is None  # the backend's default
     assert _finished_ttl(_serve_args("--log", "sqlite:x.db", "--run-retention", "60")) == 60
     assert _finished_ttl(_serve_args("--log", "memory", "--run-retention", "60")) is None

@@ -340,6 +340,29 @@ async def test_agents_never_started_answer_503_naming_the_fix(
     assert len(told) == 1, "said once, in the server's log"
 
 
+async def test_agents_never_started_are_logged_at_the_first_request_of_any_kind(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A mounted app hears of its host's start-up only through its first request: the error is
+    in the log from then on, before any run is asked for."""
+    with serving(lifespan=False) as srv:
+        async with httpx.AsyncClient(base_url=srv.base, timeout=10) as client:
+            assert (await client.get("/healthz")).status_code == 200
+            told = [r for r in caplog.records if r.name == "streamwire.server"
+                    and r.levelname == "ERROR" and "lifespan" in r.getMessage()]
+            assert len(told) == 1, "said at the first request, a health check"
+            await client.get("/healthz")
+    again = [r for r in caplog.records if r.levelname == "ERROR" and "lifespan" in r.getMessage()]
+    assert len(again) == 1, "and only once"
+
+
+async def test_a_started_app_says_nothing_of_it(caplog: pytest.LogCaptureFixture) -> None:
+    with serving(lifespan=True) as srv:
+        async with httpx.AsyncClient(base_url=srv.base, timeout=10) as client:
+            assert (await client.get("/healthz")).status_code == 200
+    assert not [r for r in caplog.records if "lifespan" in r.getMessage()
+                and r.levelname == "ERROR"]
+
+
 async def test_the_lifespan_helper_starts_the_agents_under_fastapi() -> None:
     from fastapi import FastAPI
 

@@ -36,9 +36,20 @@ An event the ``Chat`` contract does not declare (an app's own event, from a cont
 ``Chat``) is not dropped: it becomes a ``data-<event name>`` part with its payload as ``data``
 (appended; the page's ``onData`` and ``message.parts`` see it).
 
+A re-run (``Runs(run_retries=)``: the run's worker was lost and another process runs the agent
+again) restarts the run's stream: its attached readers get ``rewound`` at step 0, the chunks are
+dropped and the new attempt's continue the sequence. A reader whose cursor (``after``) lies
+before the current attempt's first chunk gets the reply from its start, preamble included:
+``start`` with the same ``messageId`` replaces the message the client has (``restarted``). A
+reader attached while the restart happens cannot have parts taken back (a UI message cannot drop
+parts in v6): at a ``rewound`` to step 0 (or a chunk that skips dropped ones) its body ends with
+no ``[DONE]`` (``restarted``, ``finished``), a drop the client re-attaches from, and so gets the
+replacing reply. (An app's own ``cleanup_to_step(0)`` costs its readers that one re-attach.)
+
 Ignored: chunks whose payload does not validate and tool events out of order (counted in
 ``skipped``), ``done``/``error`` events inside chunks (the terminal frame decides how a reply
-ends), and the ``rewound``/``caught-up`` markers (a UI message cannot drop parts in v6).
+ends), and the ``rewound`` markers of steps after 0 and ``caught-up`` (a UI message cannot drop parts in
+v6).
 """
 
 from __future__ import annotations
@@ -54,6 +65,7 @@ from ..frames import (
     ChunkFrame,
     EndFrame,
     FailFrame,
+    RewoundFrame,
     StreamFrame,
     TruncatedFrame,
     UnknownFrame,
@@ -108,9 +120,9 @@ class UIMessageStreamEncoder:
         after: a resuming reader's last event id: only the events after it are encoded.
     """
 
-    __slots__ = ("_after", "_index", "_out", "_reasoning", "_routes", "_sequence", "_started",
-                 "_step_open", "_step_used", "_text", "_tools", "finished", "message_id",
-                 "skipped")
+    __slots__ = ("_after", "_index", "_out", "_reasoning", "_rewound", "_routes", "_sequence",
+                 "_started", "_step_open", "_step_used", "_text", "_tools", "finished",
+                 "message_id", "restarted", "skipped")
 
     def __init__(self, message_id: str | None = None, *, after: str | None = None) -> None:
         self.message_id = message_id
@@ -125,8 +137,13 @@ class UIMessageStreamEncoder:
         #: tool call id -> its state, in the order the calls began
         self._tools: dict[str, ToolCallState] = {}
         self._out: list[UIMessageChunk] = []
-        #: True once the terminal frame was fed: the stream is over.
+        #: True once the terminal frame was fed: the stream is over (or it restarted under
+        #: this reader: ``restarted``).
         self.finished = False
+        #: The run was re-run (a new attempt restarted its stream): the reply starts over
+        #: (module docstring).
+        self.restarted = False
+        self._rewound = False  # a ``rewound`` marker came: a jump after it is its survivors
         #: Chunks ignored: their payload does not validate against ``Chat``, or a tool event
         #: breaks its call's order (``TOOL_TRANSITIONS``).
         self.skipped = 0
@@ -151,9 +168,25 @@ class UIMessageStreamEncoder:
             return []
         self._started = True
         self._step_open = True
+        return self._preamble()
+
+    def _preamble(self) -> list[UIMessageChunk]:
         start: UIMessageChunk = ({"type": "start"} if self.message_id is None
                                  else {"type": "start", "messageId": self.message_id})
         return [start, {"type": "start-step"}]
+
+    def _restart(self, sequence: int) -> bool:
+        """Whether the chunk numbered ``sequence`` begins a new attempt of the run for this
+        reader (module docstring); if so, the reply starts over."""
+        last = self._sequence
+        if last == 0 and 0 < self._after[0] < sequence:
+            self._after = (-1, 0)  # the cursor is an earlier attempt's: all of this one goes
+        elif last and sequence > last + 1 and not self._rewound:
+            self.finished = True
+        else:
+            return False
+        self.restarted = True
+        return True
 
     def chunks(self, frame: StreamFrame | UnknownFrame) -> list[UIMessageChunk]:
         """The UI chunks ``frame`` means (the preamble first, if not yet produced)."""
@@ -195,6 +228,16 @@ class UIMessageStreamEncoder:
         if self.finished:
             return b""
         preamble = b"" if self._started else self.encode_start()
+        if type(frame) is ChunkFrame and self._restart(frame.sequence):
+            if self.finished:
+                return b""  # restarted under this reader: the body ends, the client re-attaches
+            self._index = 0
+            preamble += self._encode(self._preamble(), 0)
+        elif type(frame) is RewoundFrame:
+            if frame.at_step == 0:  # the run restarted (or was cleared)
+                self.restarted = self.finished = True
+                return b""
+            self._rewound = True
         chunks = self._map(frame)
         if type(frame) is ChunkFrame:
             self._index = 0  # a chunk starts a new group of positions

@@ -17,7 +17,10 @@ One log line is written per SSE connection opened and closed.
 The log is read once before the server listens: one it cannot open or reach ends ``serve`` with
 the reason and exit status 1. The first lines say the backend and where, and who may write and read.
 SIGINT / SIGTERM end every open stream with a recoverable ``fail`` frame, then the server exits
-within ``--grace`` seconds.
+within ``--grace`` seconds. With agents, the first signal drains them first: starts answer 503
+(``Retry-After``) while running runs get ``--drain-timeout`` seconds to finish (the rest fail
+``WORKER_SHUTDOWN``); ``--run-retries N`` re-runs a run whose worker was lost or shut down on
+another live process.
 
 ``--loop auto|asyncio|uvloop`` picks the event loop, as uvicorn's ``--loop`` does: ``auto``
 (default) is uvloop when it is installed (``pip install 'streamwire[uvloop]'``), else asyncio; a
@@ -47,7 +50,6 @@ import asyncio
 import contextlib
 import gc
 import importlib
-import logging
 import math
 import os
 import secrets
@@ -144,6 +146,9 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                         "before its stream fails with WRITER_GONE (default: the log's, 30)")
     p.add_argument("--access-log", action="store_true", help="also log every HTTP request")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", default="text", choices=["text", "json"],
+                   help="text (default) or json: one JSON object per log line (time, level, "
+                        "logger, message, and stream_id, run_id, agent, code where known)")
     p.add_argument("--agent", action="append", default=[], metavar="MODULE:CALLABLE",
                    help="serve the runs API with this agent (repeatable; its name is the "
                         "callable's name); demo: the built-in scripted chat agent. The first "
@@ -152,15 +157,6 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--app-dir", default=".", metavar="DIR",
                    help="look for --agent modules in DIR first, as uvicorn's --app-dir "
                         "(default: the current directory)")
-    p.add_argument("--run-lease", type=_positive, default=None, metavar="SECONDS",
-                   help="seconds before the runs of a dead worker end WORKER_LOST (default: half "
-                        "the log's writer timeout, at most 30)")
-    p.add_argument("--stop-grace", type=_not_negative, default=None, metavar="SECONDS",
-                   help="seconds a stopped run's agent has to end before its run ends "
-                        "interrupted anyway and the agent is abandoned (default 5)")
-    p.add_argument("--run-timeout", type=_positive, default=None, metavar="SECONDS",
-                   help="seconds one agent call may run before its run fails TIMEOUT "
-                        "(default: no limit; an agent's own @agent_options(run_timeout=) wins)")
     # lifetimes: how long streams and run records are kept (0: until resumed / forever)
     p.add_argument("--finished-ttl", type=_ttl, default=None, metavar="SECONDS",
                    help="seconds a finished stream (completed, interrupted, failed) stays "
@@ -169,34 +165,23 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paused-ttl", type=_ttl, default=None, metavar="SECONDS",
                    help="seconds a paused run stays resumable (its stream and state); after it "
                         "a resume fails PAUSE_EXPIRED; 0: until resumed (default 0)")
-    p.add_argument("--run-retention", type=_ttl, default=None, metavar="SECONDS",
-                   help="seconds a run's record (/runs/{id}/status, and /sse once its stream "
-                        "expired) is kept after the run ends; 0: forever (default 604800, a week)")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
                    help="event loop: uvloop (pip install 'streamwire[uvloop]'), asyncio, or auto "
                         "(default: uvloop when installed, else asyncio)")
-    # every option of the server itself: one flag per ServerSettings field, its help and
-    # default from there (streamwire.server._settings, which imports no web stack)
-    from ..server._settings import add_arguments
+    # every option of the server itself and of its runs service: one flag per ServerSettings
+    # and RunsSettings field, its help and default from there (neither imports a web stack)
+    from .._settings import add_arguments
+    from ..runs._settings import RunsSettings
+    from ..server._settings import ServerSettings
 
-    add_arguments(p)
-
-_not_negative = seconds
-
+    add_arguments(p, ServerSettings)
+    add_arguments(p, RunsSettings)
 
 def _ttl(text: str) -> float:
     """An argparse type: a finite number of seconds >= 0 (0: keep)."""
     value = seconds(text)
     if value == math.inf:
         raise argparse.ArgumentTypeError("must be a finite number of seconds (0: keep forever)")
-    return value
-
-
-def _positive(text: str) -> float:
-    """An argparse type: a number of seconds > 0 (argparse names the option and exits 2)."""
-    value = seconds(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be more than 0 seconds")
     return value
 
 
@@ -230,16 +215,14 @@ def _loop_line(choice: str) -> str:
 
 
 async def _serve(args: argparse.Namespace, log: StreamLog, authorize: Any) -> None:
+    from .._settings import values_from_args
     from ..runs import Runs
+    from ..runs._settings import RunsSettings
     from ..server import StreamApp, uvicorn_server
     from ..server._settings import settings_from_args
 
     print(f"streamwire serve: {_loop_line(args.loop)}", file=sys.stderr, flush=True)
-    run_options: dict[str, Any] = {"lease_time": args.run_lease, "run_timeout": args.run_timeout}
-    if args.stop_grace is not None:
-        run_options["stop_grace"] = args.stop_grace
-    if args.run_retention is not None:
-        run_options["record_ttl"] = args.run_retention
+    run_options = RunsSettings(**values_from_args(args, RunsSettings)).options()
     runs = Runs(log, args.agents, **run_options) if args.agents else None
     app = StreamApp(log, settings_from_args(args),
                     authorize=authorize, agents=runs,
@@ -268,12 +251,10 @@ class _LogUnusable(Exception):
 async def _check_log(log: StreamLog, spec: str) -> None:
     """Read from the log once before serving: a log that cannot open its file or reach its
     server fails here, with the reason, rather than answering every request with 503."""
-    from ..errors import StreamNotFoundError
+    from ..server._ops import probe_log
 
     try:
-        await log.info("streamwire-serve-startup-check")
-    except StreamNotFoundError:
-        return  # the backend answered
+        await probe_log(log)  # the one /readyz sends
     except Exception as exc:
         hint = ("; check that its directory exists and is writable" if spec.startswith("sqlite:")
                 else "; is the server running there?" if spec != "memory" else "")
@@ -316,8 +297,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from ._logging import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
     try:
         loop_factory = _loop_factory(args.loop)
         log = open_log(args.log, redis_prefix=args.redis_prefix,
@@ -390,8 +372,10 @@ def _authorize(args: argparse.Namespace) -> tuple[Any, str]:
 def _finished_ttl(args: argparse.Namespace) -> float | None:
     """``--finished-ttl``; unset, a durable log keeps a run's reply as long as its record
     (``--run-retention``), memory keeps its hour."""
-    if args.finished_ttl is None and args.log != "memory":
-        return cast("float | None", args.run_retention)
+    from ..runs import DEFAULT_RECORD_TTL  # the durable logs' own default is this one too
+
+    if args.finished_ttl is None and args.log != "memory" and args.record_ttl != DEFAULT_RECORD_TTL:
+        return cast("float | None", args.record_ttl)
     return cast("float | None", args.finished_ttl)
 
 

@@ -91,13 +91,13 @@ class RunContext(Generic[C]):
     """
 
     __slots__ = ("_boundary", "_chat", "_contract", "_ended", "_log", "_reply_error", "_tool_calls",
-                 "agent", "input", "resume_input", "resumed", "run_id", "state", "step", "stream_id",
-                 "user")
+                 "agent", "attempt", "input", "resume_input", "resumed", "run_id", "state", "step",
+                 "stream_id", "user")
 
     def __init__(self, log: StreamLog, *, run_id: str, agent: str, stream_id: str, input: Any,
                  state: Any = None, resume_input: Any = None, resumed: bool = False,
                  step: int = 0, contract: type[Contract] | None = None,
-                 user: str | None = None) -> None:
+                 attempt: int = 1, user: str | None = None) -> None:
         self._log = log
         self._contract = contract
         self._chat = contract is not None and issubclass(contract, Chat)
@@ -114,6 +114,9 @@ class RunContext(Generic[C]):
         self.resume_input = resume_input
         self.resumed = resumed
         self.step = step
+        #: 1 for the run's first call, 2 for its first re-run (its worker was lost or shut
+        #: down: ``Runs(run_retries=)``), ...: with ``run_id``, the key of idempotent effects.
+        self.attempt = attempt
         self.user = user
 
     async def emit(self, msg: Message[C, Any]) -> int:

@@ -7,6 +7,9 @@ terminal when either lapses (``Liveness``, the base of ``Runs``).
 * When the worker is lost, its leases lapse together. The run's lease is the shorter one by default
   (``default_lease_time``), so a sweeper settles the run ``WORKER_LOST`` and writes that fail on
   the stream before the log's own writer timeout would (``WRITER_GONE``).
+* With a retry left (``run_retries``), the sweeper that finds the lapsed lease (or a stream the
+  log failed ``WRITER_GONE``) runs the agent again instead (``Runs._retry``), and a worker that
+  shuts down lets its runs go (no owner, lease expired) rather than failing them.
 * Whichever fires first, the other agrees: a run whose stream already has a terminal (the log's
   writer timeout fired first, or a terminal raced ours) settles with the stream's terminal, and a
   sweeper settles at once a running run whose stream the log failed ``WRITER_GONE``.
@@ -24,6 +27,7 @@ import anyio
 
 from ..errors import StreamwireError
 from ..log import StreamInfo, StreamLog
+from ._events import RunEvents
 from ._record import RunRecord, RunStatus, agreeing, lease_expired, renewed, settled
 from ._store import RunStore
 from ._tasks import LocalRun
@@ -79,6 +83,7 @@ class Liveness:
     record_ttl: float
     #: Seconds between keepalives of a local run's stream.
     keepalive_interval: float
+    events: RunEvents
     _local: dict[str, LocalRun]
 
     async def _settle(self, run_id: str, status: RunStatus, *, only: _Only = "mine",
@@ -109,6 +114,7 @@ class Liveness:
             new = settled(record, status, now=time.time(), head=head, **fields)
             if await self.store.swap(new):
                 break
+        self.events.settled(new)
         if write_terminal:
             return await self._write_terminal(new)
         return new
@@ -206,15 +212,24 @@ class Liveness:
             record = await self.store.get(run_id)
             if record is None or record.status != "running":
                 continue
+            if lease_expired(record, now) and await self._retry(record):
+                continue
             if lease_expired(record, now):
                 logger.warning("run %s: its worker %s lost its lease", run_id, record.owner)
                 await self._settle(run_id, "failed", only="lost",
                                    error="the worker running the agent was lost",
                                    error_detail={"code": "WORKER_LOST"}, recoverable=True)
             elif await self._writer_gone(record):
+                if await self._retry(record):
+                    continue
                 logger.warning("run %s: the log failed its stream (%s) under worker %s", run_id,
                                WRITER_GONE, record.owner)
                 await self._settle(run_id, "failed", only="gone")
+
+    async def _retry(self, record: RunRecord) -> bool:
+        """Run a lost run again instead of failing it (``Runs``: ``run_retries``); True when
+        the run was taken care of."""
+        return False
 
     async def _writer_gone(self, record: RunRecord) -> bool:
         """Whether the log failed the running run's stream for its writer's silence (its worker

@@ -10,7 +10,8 @@ import msgspec
 
 from ..errors import UsageError
 
-__all__ = ["AgentOptions", "agent_options", "check_timeout", "effective_timeout", "options_of"]
+__all__ = ["AgentOptions", "agent_options", "check_retries", "check_timeout", "effective_retries",
+           "effective_timeout", "options_of"]
 
 A = TypeVar("A", bound=Callable[..., object])
 
@@ -23,9 +24,11 @@ class AgentOptions(msgspec.Struct, frozen=True):
     """An agent's own options; None takes the service's (``Runs(..., run_timeout=)``).
 
     ``run_timeout``: seconds one call of the agent (a start, or a resume) may run before the run
-    fails ``TIMEOUT``; ``math.inf`` for none, whatever the service's default."""
+    fails ``TIMEOUT``; ``math.inf`` for none, whatever the service's default.
+    ``run_retries``: times a run of the agent whose worker was lost or shut down is run again."""
 
     run_timeout: float | None = None
+    run_retries: int | None = None
 
 
 def check_timeout(name: str, value: float | None) -> float | None:
@@ -38,13 +41,25 @@ def check_timeout(name: str, value: float | None) -> float | None:
     return float(value)
 
 
-def agent_options(*, run_timeout: float | None = None) -> Callable[[A], A]:
+def check_retries(name: str, value: int | None) -> int | None:
+    """``value`` as a count of retries (None or an int >= 0); else ``UsageError``."""
+    if value is None:
+        return None
+    given = cast(object, value)
+    if isinstance(given, bool) or not isinstance(given, int) or value < 0:
+        raise UsageError(f"{name} must be an int >= 0 (or None), not {value!r}")
+    return value
+
+
+def agent_options(*, run_timeout: float | None = None,
+                  run_retries: int | None = None) -> Callable[[A], A]:
     """Decorate an agent with options of its own::
 
-        @agent_options(run_timeout=120)
+        @agent_options(run_timeout=120, run_retries=1)
         async def research(run: RunContext[Chat]) -> Completed: ...
     """
-    options = AgentOptions(run_timeout=check_timeout("run_timeout", run_timeout))
+    options = AgentOptions(run_timeout=check_timeout("run_timeout", run_timeout),
+                           run_retries=check_retries("run_retries", run_retries))
 
     def mark(agent: A) -> A:
         try:
@@ -68,3 +83,10 @@ def effective_timeout(agent: object, default: float | None) -> float:
     own = options_of(agent).run_timeout
     chosen = own if own is not None else default
     return math.inf if chosen is None else chosen
+
+
+def effective_retries(agent: object, default: int | None) -> int:
+    """Times a run of ``agent`` whose worker was lost or shut down is run again."""
+    own = options_of(agent).run_retries
+    chosen = own if own is not None else default
+    return chosen or 0

@@ -33,8 +33,10 @@ __all__ = [
     "lease_expired",
     "new_record",
     "pause_expired",
+    "released",
     "renewed",
     "resumed",
+    "retried",
     "settled",
     "status_body",
     "terminal_of",
@@ -64,8 +66,12 @@ class RunRecord(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     ``version`` grows by one on every change (the compare-and-set token). ``owner`` is the worker
     running the agent and ``lease_expires_at`` (epoch seconds) when others may declare it lost.
     ``fingerprint`` identifies the start request's body; ``resumes`` maps each resume id to its
-    body's fingerprint, so each is applied once. ``user`` is the user who started the run (the
-    ``authorize`` hook's principal; None: anonymous): the run is theirs alone (``server._owners``).
+    body's fingerprint, so each is applied once. ``attempt`` counts the agent's calls for this
+    run's current reply (2 after one re-run: its worker was lost or shut down), and
+    ``retry_reason`` says why the last one began (``WORKER_LOST``, ``WORKER_SHUTDOWN``) -- or, on
+    a running record with no ``owner``, why its worker let it go for another to re-run. ``user``
+    is the user who started the run (the ``authorize`` hook's principal; None: anonymous): the run
+    is theirs alone (``server._owners``).
     """
 
     run_id: str
@@ -89,6 +95,8 @@ class RunRecord(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     resumes: dict[str, str] = msgspec.field(default_factory=dict[str, str])
     resume_input: Any = None
     head: int = 0
+    attempt: int = 1
+    retry_reason: str | None = None
     user: str | None = None
 
 
@@ -190,6 +198,24 @@ def renewed(record: RunRecord, *, now: float, lease: float) -> RunRecord:
                                    lease_expires_at=now + lease)
 
 
+def released(record: RunRecord, *, now: float, reason: str) -> RunRecord:
+    """The running record let go by its worker (shut down) for another process to re-run: no
+    owner, its lease expired, ``reason`` kept for the next attempt."""
+    return msgspec.structs.replace(record, version=record.version + 1, updated_at=now, owner="",
+                                   lease_expires_at=0.0, retry_reason=reason)
+
+
+def retried(record: RunRecord, *, owner: str, now: float, lease: float) -> RunRecord:
+    """The lost (or released) running record taken by ``owner`` for its next attempt."""
+    if record.status != "running":
+        raise RunStateError(f"run {record.run_id!r} is {record.status}; only a running run whose "
+                            "worker is gone is run again")
+    reason = record.retry_reason if not record.owner and record.retry_reason else "WORKER_LOST"
+    return msgspec.structs.replace(record, version=record.version + 1, updated_at=now,
+                                   owner=owner, lease_expires_at=now + lease, head=0,
+                                   attempt=record.attempt + 1, retry_reason=reason)
+
+
 def flag_stop(record: RunRecord, *, now: float) -> RunRecord:
     """The running record flagged for its worker to cancel (a stop reaching another process)."""
     return msgspec.structs.replace(record, version=record.version + 1, updated_at=now,
@@ -223,12 +249,15 @@ def _move(record: RunRecord, status: RunStatus, now: float, **fields: Any) -> Ru
                                    updated_at=now, **fields)
 
 
-def status_body(record: RunRecord, head: int) -> dict[str, Any]:
-    """``GET /runs/{id}/status``: the record's public fields, camelCase, absent ones left out."""
+def status_body(record: RunRecord, head: int, *, attempts: bool = False) -> dict[str, Any]:
+    """``GET /runs/{id}/status``: the record's public fields, camelCase, absent ones left out;
+    ``attempt`` when the run may be re-run (``attempts``) or was."""
     body: dict[str, Any] = {"runId": record.run_id, "streamId": record.stream_id,
                             "agent": record.agent, "status": record.status, "head": head}
+    if attempts or record.attempt > 1:
+        body["attempt"] = record.attempt
     optional = (("output", record.output), ("state", record.state), ("usage", record.usage),
                 ("error", record.error), ("errorDetail", record.error_detail),
-                ("recoverable", record.recoverable))
+                ("recoverable", record.recoverable), ("retryReason", record.retry_reason))
     body.update((k, v) for k, v in optional if v is not None)
     return body

@@ -16,7 +16,10 @@ The rules, written once above the storage:
   (``_execute``; the outcome is checked before any state moves, ``_exit.settlement``);
 * **bounds**: an agent runs in a task the service can abandon (``_tasks``): ``stop_grace``
   seconds after a stop (or a shutdown, or its ``run_timeout``) its run settles whether or not the
-  agent ended; ``run_timeout`` fails a run whose agent runs longer ``TIMEOUT``.
+  agent ended; ``run_timeout`` fails a run whose agent runs longer ``TIMEOUT``;
+* **drain**: ``drain()`` (a server's SIGTERM) refuses new starts and resumes, gives the running
+  runs ``drain_timeout`` seconds to end on their own, then shuts the rest down (recoverable
+  ``WORKER_SHUTDOWN``).
 """
 
 from __future__ import annotations
@@ -44,9 +47,10 @@ from ..errors import (
 )
 from ..log import StreamLog
 from ._context import Agent, RunContext, agent_contract, end_context
+from ._events import RunEvents
 from ._exit import settlement
-from ._liveness import Liveness, default_lease_time, keepalive_interval, writer_timeout_of
-from ._options import check_timeout, effective_timeout
+from ._liveness import default_lease_time, keepalive_interval, writer_timeout_of
+from ._options import check_retries, check_timeout, effective_timeout
 from ._record import (
     FINISHED_RUN,
     PauseExpiredError,
@@ -60,11 +64,12 @@ from ._record import (
     settled,
     status_body,
 )
+from ._retries import Retries
 from ._store import RunStore, store_for
 from ._tasks import LocalRun, Reason, start_agent
 
-__all__ = ["DEFAULT_LEASE_TIME", "DEFAULT_POLL_INTERVAL", "DEFAULT_RECORD_TTL",
-           "DEFAULT_STOP_GRACE", "DEFAULT_STOP_WAIT", "TIMEOUT", "Runs"]
+__all__ = ["DEFAULT_DRAIN_TIMEOUT", "DEFAULT_LEASE_TIME", "DEFAULT_POLL_INTERVAL",
+           "DEFAULT_RECORD_TTL", "DEFAULT_STOP_GRACE", "DEFAULT_STOP_WAIT", "TIMEOUT", "Runs"]
 
 logger = logging.getLogger("streamwire.runs")
 
@@ -84,6 +89,8 @@ DEFAULT_STOP_WAIT: Final = 10.0
 #: Seconds an agent gets to end once its run is stopped, shut down or timed out, before the run
 #: settles without it (its task is abandoned).
 DEFAULT_STOP_GRACE: Final = 5.0
+#: Seconds a draining worker (SIGTERM) lets its running runs go on before it shuts them down.
+DEFAULT_DRAIN_TIMEOUT: Final = 30.0
 #: Seconds a shutting-down worker gives its runs to settle once their grace is over.
 _SETTLE_WAIT: Final = 5.0
 #: ``errorDetail.code`` of a run that ran longer than its ``run_timeout``.
@@ -108,7 +115,7 @@ def agent_table(agents: Mapping[str, Agent] | Iterable[Agent]) -> dict[str, Agen
     return table
 
 
-class Runs(Liveness):
+class Runs(Retries):
     """The runs of one server process: ``async with Runs(log, [agent, ...]) as runs:``.
 
     Args:
@@ -126,6 +133,11 @@ class Runs(Liveness):
             fails ``TIMEOUT`` (None: no limit); an agent's own ``@agent_options(run_timeout=)``
             overrides it.
         record_ttl: seconds a record is kept once it is not running (0: forever).
+        drain_timeout: seconds ``drain()`` (a server's SIGTERM) lets running runs go on before
+            it shuts them down ``WORKER_SHUTDOWN``.
+        run_retries: times a run whose worker was lost or shut down is run again, by the sweeper
+            of a live process, on a new epoch of its stream (an agent's own
+            ``@agent_options(run_retries=)`` overrides it).
         expose_errors: put an agent exception's type and text on the wire (development only).
     """
 
@@ -133,11 +145,14 @@ class Runs(Liveness):
                  store: RunStore | None = None, lease_time: float | None = None,
                  poll_interval: float = DEFAULT_POLL_INTERVAL, stop_wait: float = DEFAULT_STOP_WAIT,
                  stop_grace: float = DEFAULT_STOP_GRACE, run_timeout: float | None = None,
-                 record_ttl: float = DEFAULT_RECORD_TTL, expose_errors: bool = False) -> None:
+                 record_ttl: float = DEFAULT_RECORD_TTL, expose_errors: bool = False,
+                 drain_timeout: float = DEFAULT_DRAIN_TIMEOUT, run_retries: int = 0) -> None:
         if not record_ttl >= 0:
             raise UsageError(f"record_ttl must be seconds >= 0 (0: keep records), not {record_ttl!r}")
         if not stop_grace >= 0 or not math.isfinite(stop_grace):
             raise UsageError(f"stop_grace must be seconds >= 0, not {stop_grace!r}")
+        if not drain_timeout >= 0 or not math.isfinite(drain_timeout):
+            raise UsageError(f"drain_timeout must be seconds >= 0, not {drain_timeout!r}")
         writer_timeout = writer_timeout_of(log)
         if lease_time is None and poll_interval > 0:
             lease_time = default_lease_time(writer_timeout, poll_interval, DEFAULT_LEASE_TIME)
@@ -155,6 +170,10 @@ class Runs(Liveness):
         self.keepalive_interval = keepalive_interval(self.lease_time, writer_timeout)
         self.record_ttl = float(record_ttl)
         self.expose_errors = expose_errors
+        self.drain_timeout = float(drain_timeout)
+        self.run_retries = check_retries("run_retries", run_retries) or 0
+        #: True once ``drain()`` began: starts and resumes are refused.
+        self.draining = False
         #: This process's name in the leases it holds.
         self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         #: Agent calls made by this process (starts and resumes).
@@ -163,6 +182,10 @@ class Runs(Liveness):
         #: ``stop_grace`` seconds, and their runs settled without them.
         self.abandoned = 0
         self._local: dict[str, LocalRun] = {}
+        #: Runs this process let go while shutting down, for another to run again.
+        self._released: set[str] = set()
+        #: Counters by agent and the settlement log (``GET /metrics``, ``_events``).
+        self.events = RunEvents(self.agents, self._local)
         self._tg: anyio.abc.TaskGroup | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -179,15 +202,39 @@ class Runs(Liveness):
         tg, self._tg = self._tg, None
         if tg is None:
             return
+        await self._shut_down_local()
+        tg.cancel_scope.cancel()
+        await tg.__aexit__(None, None, None)
+        with anyio.CancelScope(shield=True):
+            await self.store.aclose()
+
+    async def drain(self) -> list[str]:
+        """Refuse new starts and resumes, let this process's running runs go on for up to
+        ``drain_timeout`` seconds, then shut down the rest: each fails ``WORKER_SHUTDOWN``
+        (recoverable), or, with a retry left (``run_retries``), is let go for another process
+        to run again. Returns the ids of the runs let go. Idempotent."""
+        self.draining = True
+        with anyio.move_on_after(self.drain_timeout):
+            while self._local:
+                await next(iter(self._local.values())).done.wait()
+        left = list(self._local)
+        if left:
+            logger.warning("drain: %d run(s) still running after %s s; shutting them down",
+                           len(left), self.drain_timeout)
+        await self._shut_down_local()
+        return [run_id for run_id in left if run_id in self._released]
+
+    @property
+    def running_here(self) -> list[str]:
+        """The ids of the runs whose agents run in this process (their streams' ids too)."""
+        return list(self._local)
+
+    async def _shut_down_local(self) -> None:
         for local in list(self._local.values()):
             local.cancel("shutdown")
         with anyio.move_on_after(self.stop_grace + _SETTLE_WAIT, shield=True):
             for local in list(self._local.values()):
                 await local.done.wait()
-        tg.cancel_scope.cancel()
-        await tg.__aexit__(None, None, None)
-        with anyio.CancelScope(shield=True):
-            await self.store.aclose()
 
     # -- the API -----------------------------------------------------------------------------
 
@@ -198,6 +245,11 @@ class Runs(Liveness):
         fn = self.agents.get(agent)
         if fn is None:
             raise UnknownAgentError(agent, sorted(self.agents))
+        if self.draining and run_id:  # a repeat of a start gets its run, a new one is refused
+            known = await self.store.get(run_id)
+            if known is not None:
+                check_same_start(known, agent, input)
+                return known, False
         self._check_serving()
         record = new_record(run_id or uuid.uuid4().hex, agent, input, owner=self.worker_id,
                                 now=time.time(), lease=self.lease_time, user=user)
@@ -266,6 +318,7 @@ class Runs(Liveness):
                 new = settled(record, "interrupted", now=time.time(), head=record.head,
                                   state=record.state)
                 if await self.store.swap(new):
+                    self.events.settled(new)
                     try:  # the stream's terminal follows the record (it may have expired)
                         await self.log.reactivate_stream(new.stream_id)
                         await self.log.end_stream(new.stream_id, "interrupted", state=new.state)
@@ -293,22 +346,26 @@ class Runs(Liveness):
         return record
 
     async def status(self, run_id: str) -> dict[str, Any]:
-        """``GET /runs/{id}/status``'s body."""
+        """``GET /runs/{id}/status``'s body (with ``attempt`` when the agent has retries)."""
         record = await self.get(run_id)
         try:
             head = (await self.log.info(record.stream_id)).head
         except StreamwireError:
             head = record.head  # the stream expired (or the log failed): the last known head
-        return status_body(record, head)
+        return status_body(record, head, attempts=self._retries(record.agent) > 0)
 
     # -- running agents ------------------------------------------------------------------------
 
     def _check_serving(self) -> None:
+        if self.draining:
+            raise UsageError("the runs service is draining (shutting down): start the run "
+                             "elsewhere")
         if self._tg is None:
             raise UsageError("the runs service is not running: use `async with runs:`, or serve "
                              "the app with its lifespan on")
 
     async def _spawn(self, fn: Agent, record: RunRecord, ctx: RunContext[Any]) -> None:
+        self.events.spawned(record)
         if self._tg is None:  # the service began shutting down while this start was under way
             await self._settle(record.run_id, "failed", error="the worker running the agent "
                                "shut down", error_detail={"code": "WORKER_SHUTDOWN"},
@@ -363,6 +420,8 @@ class Runs(Liveness):
             await self._settle(run_id, "interrupted")
             return
         if reason == "shutdown":
+            if await self._release(run_id):
+                return
             await self._settle(run_id, "failed", error="the worker running the agent shut down",
                                error_detail={"code": "WORKER_SHUTDOWN"}, recoverable=True)
             return
@@ -378,7 +437,8 @@ class Runs(Liveness):
             return
         status, fields, problem = settlement(result, error, expose_errors=self.expose_errors)
         if error is not None:
-            logger.warning("run %s: the agent failed", run_id, exc_info=error)
+            logger.warning("run %s: the agent failed", run_id, exc_info=error,
+                           extra={"run_id": run_id, "stream_id": run_id})
         elif problem is not None:
             logger.warning("run %s: %s", run_id, problem)
         await self._settle(run_id, status, **fields)

@@ -13,7 +13,9 @@
     POST /streams/{id}/reactivate   make a finished stream active again
     POST /streams/{id}/keepalive    renew the writer's lease without writing (a quiet writer)
     GET  /streams?limit=&after=     a page of streams in id order  -> {"streams": [info], "next"}
-    GET  /metrics                   Prometheus text format (connections, readers, replays, latency)
+    GET  /metrics                   Prometheus text format (connections, readers, replays, latency, runs)
+    GET  /healthz                   200 while the process is up (no token, calls nothing)
+    GET  /readyz                    200 when the log answers and agents run, else 503 (no token)
     GET  /openapi.json              the OpenAPI document of the above
     GET  /docs                      the document in Swagger UI (assets from a CDN)
 

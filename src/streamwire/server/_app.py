@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from typing import Any, cast
 
+import anyio
 import msgspec
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -34,8 +35,9 @@ from ._context import (
 from ._engine import WAITING, Engine, ServerStatistics
 from ._fanout import Fanout, log_shares_readers
 from ._http import Refusal, WriteAPI, encode_json, parse_cursor
-from ._metrics import exposition
+from ._metrics import RunCounts, exposition
 from ._openapi import include_openapi, openapi_document, routing_error
+from ._ops import Probes
 from ._owners import Owners
 from ._routes import JSONRoutes
 from ._runs import RunsAPI, runs_openapi_paths
@@ -82,8 +84,12 @@ class StreamApp(Starlette):
         chat_agents = tuple(chat_agents)
         if chat_agent is None and chat_agents:
             chat_agent = chat_agents[0]
+        if self.runs is not None and self.runs.drain_timeout > 0:
+            self.engine.hold = self.drain_runs  # SIGTERM drains the runs before streams stop
         if chat_agent is not None and self.runs is None:
             raise UsageError("chat_agent= needs agents= (the chat agent is one of them)")
+        #: agents to run and no request seen yet (``__call__`` checks the lifespan ran, once)
+        self._unstarted = self.runs is not None
         document = openapi_document()
         if self.runs is not None:
             document = runs_openapi_paths(document)
@@ -111,6 +117,9 @@ class StreamApp(Starlette):
             Route("/openapi.json", json_routes.openapi, methods=["GET"]),
             Route("/docs", json_routes.docs, methods=["GET"]),
             Route("/metrics", json_routes.metrics, methods=["GET"]),
+            # the probes of a load balancer or Kubernetes: no authorization (``_ops``)
+            Route("/healthz", (probes := Probes(self, ctx)).healthz, methods=["GET"]),
+            Route("/readyz", probes.readyz, methods=["GET"]),
         ]
         #: the streaming routes ``__call__`` serves itself: (method, prefix, suffix, handler);
         #: a prefix ending in "/" takes an id up to the suffix, another is the whole path
@@ -158,6 +167,26 @@ class StreamApp(Starlette):
                 undo()
             await self.drain()
 
+    async def drain_runs(self) -> None:
+        """The first exit signal's drain (before ``begin_shutdown``): starts and resumes answer
+        503 with ``Retry-After`` while the running runs get up to ``Runs.drain_timeout`` seconds
+        to end; the rest end ``WORKER_SHUTDOWN`` (recoverable) or, with a retry left, are let go
+        for another process to run again (``run_retries``). Their readers keep reading to
+        their terminal (for up to ``shutdown_grace_period`` seconds after it: a polling log
+        delivers it a moment later); every other stream goes on until ``begin_shutdown``. With
+        ``drain_timeout=0`` there is no drain: a signal stops every stream at once, and the runs
+        are shut down as the lifespan ends."""
+        if self.runs is None:
+            return
+        running = self.runs.running_here
+        let_go = await self.runs.drain()  # these go on elsewhere: their readers re-attach there
+        streams = [run_id for run_id in running if run_id not in let_go]
+        with anyio.move_on_after(self.settings.shutdown_grace_period):
+            while True:
+                if not any(s in self.engine.per_stream for s in streams):
+                    break
+                await anyio.sleep(0.05)
+
     def begin_shutdown(self) -> None:
         """Refuse new streaming connections and stop every open one (each writes its recoverable
         ``fail`` frame and closes). Synchronous: call it on the event loop's thread."""
@@ -185,6 +214,10 @@ class StreamApp(Starlette):
         # resets an evicted reader through (and fan-out writes through). They are also
         # registered, for ``url_path_for``, ``HEAD`` and anything this does not take.
         if scope["type"] == "http":
+            if self._unstarted:  # the first request: did the host run this app's lifespan?
+                self._unstarted = False
+                if not self._ctx.lifespan_active:
+                    self._ctx.tell_not_started()
             method: str = scope["method"]
             path: str = scope["path"]
             root: str = scope.get("root_path", "")
@@ -267,10 +300,12 @@ class StreamApp(Starlette):
     def metrics_text(self) -> bytes:
         """The ``GET /metrics`` body (Prometheus text format)."""
         self.metrics.appended = self._api.appended
-        engine = self.engine
+        engine, runs = self.engine, self.runs
+        counts = (None if runs is None else RunCounts(runs.events.started, runs.events.finished,
+                                                      runs.events.running()))
         return exposition(self.metrics, connections=engine.conns, per_stream=engine.per_stream,
                           opened=engine.opened, evicted=engine.evicted, refused=engine.refused,
-                          draining=engine.draining)
+                          draining=engine.draining, runs=counts)
 
     def openapi_document(self) -> dict[str, Any]:
         """A copy of the OpenAPI document served at ``/openapi.json``."""

@@ -104,10 +104,15 @@ class RouteContext:
         started (an error in the server's log once: the operator's to fix, not the client's)."""
         if self.lifespan_active:
             return Refusal(503, "the server is shutting down; start the run elsewhere")
+        self.tell_not_started()
+        return Refusal(503, NOT_STARTED, code="AGENTS_NOT_STARTED")
+
+    def tell_not_started(self) -> None:
+        """Say once, in the server's log, that the agents were never started (a mounted app
+        hears of its host's start-up only through its first request: the earliest it can tell)."""
         if not self._told:
             self._told = True
             logger.error("%s", NOT_STARTED)
-        return Refusal(503, NOT_STARTED, code="AGENTS_NOT_STARTED")
 
     # ---- the one error wrapper ---------------------------------------------------------------------
 

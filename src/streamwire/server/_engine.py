@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final, Literal, Protocol, TypeAlias, final
 
 import anyio
@@ -45,7 +45,7 @@ import msgspec
 from .._compat.uvicorn import reset_connection
 from ._asgi import Message, Receive, Scope, Send, peer_of
 from ._http import Refusal
-from ._metrics import ServerMetrics
+from ._metrics import ConnectionKind, ServerMetrics, connection_kind
 from ._settings import ServerSettings
 from ._signals import chain_exit_signals
 
@@ -96,14 +96,17 @@ class Handoff(Protocol):
 class Connection:
     """One open streaming response: what the engine counts, drains, reports and writes through."""
 
-    __slots__ = ("beat", "busy_since", "closed", "cursor", "frames", "handoff", "last_write",
-                 "on_stop", "outcome", "peer", "scope", "send", "started", "stream_id")
+    __slots__ = ("beat", "busy_since", "closed", "cursor", "frames", "handoff", "kind",
+                 "last_write", "on_stop", "outcome", "peer", "scope", "send", "started",
+                 "stream_id")
 
     def __init__(self, stream_id: str, cursor: int, peer: str) -> None:
         #: the stream it reads ("": none, counted against the server's cap only)
         self.stream_id = stream_id
         self.cursor = cursor
         self.peer = peer
+        #: what it streams, for ``/metrics`` (``_metrics.connection_kind``)
+        self.kind: ConnectionKind = "direct"
         self.outcome: Outcome = "open"
         self.scope: anyio.CancelScope | None = None
         self.started = self.last_write = _monotonic()
@@ -196,6 +199,9 @@ class Engine:
         self.opened = self.evicted = self.refused = 0
         self.draining = False
         self._drained: anyio.Event | None = None
+        #: What the first exit signal waits for before ``begin_shutdown`` (the app's runs
+        #: draining: ``StreamApp``); None: nothing, the streams stop at once.
+        self.hold: Callable[[], Awaitable[None]] | None = None
         self._signals_loop: object = None  # the event loop whose exit signals drain this app
 
     # ---- admission -----------------------------------------------------------------------------
@@ -215,6 +221,7 @@ class Engine:
             raise Refusal(429, f"stream {stream_id!r} has {settings.max_connections_per_stream} "
                                 "readers (create_app(max_connections_per_stream=...))", retry)
         conn = Connection(stream_id, cursor, peer_of(scope))
+        conn.kind = connection_kind(scope)
         self.conns.add(conn)
         if stream_id:
             self.per_stream[stream_id] = self.per_stream.get(stream_id, 0) + 1
@@ -239,7 +246,7 @@ class Engine:
         if conn.outcome != "refused":
             logger.info("sse close stream=%s peer=%s frames=%d outcome=%s seconds=%.1f",
                         stream_id, conn.peer, conn.frames, conn.outcome,
-                        _monotonic() - conn.started)
+                        _monotonic() - conn.started, extra={"stream_id": stream_id})
 
     def refuse(self, conn: Connection | None) -> None:
         """``conn`` was admitted but its request is refused after all: give its slot back."""
@@ -258,7 +265,7 @@ class Engine:
         conn.send = send
         self.opened += 1
         logger.info("sse open stream=%s cursor=%d peer=%s", conn.stream_id, conn.cursor,
-                    conn.peer)
+                    conn.peer, extra={"stream_id": conn.stream_id})
         if self.settings.drain_on_signal:
             self.chain_signals()
         running = False
@@ -352,7 +359,7 @@ class Engine:
         if loop is self._signals_loop:
             return None
         self._signals_loop = loop
-        undo = chain_exit_signals(self.begin_shutdown)
+        undo = chain_exit_signals(self.begin_shutdown, self.hold)
 
         def unchain() -> None:
             undo()

@@ -6,7 +6,10 @@ connection (``Connection.frames``); the totals add the closed connections' count
 to the open ones' (summed at scrape time). Everything else is counted once per connection or per
 request: a few integer additions and, for a histogram, one ``bisect`` over a short tuple.
 Readers per stream are reported with bounded label cardinality: how many streams have at most N
-readers (fixed N), and the ``TOP_STREAMS`` busiest streams by id.
+readers (fixed N), and the ``TOP_STREAMS`` busiest streams by id. Open streaming responses are
+also split by what they stream (``kind``: ``sse`` a stream, ``run`` a run's stream, ``chat`` a
+useChat reply, ``direct`` an ``SSEResponse``), and an app with agents adds its runs' series (by
+agent: only the agents it serves, ``runs._events``; by status: the run statuses).
 """
 
 from __future__ import annotations
@@ -14,9 +17,18 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
-from typing import Final, Protocol
+from typing import Final, Literal, NamedTuple, Protocol, TypeAlias
 
-__all__ = ["TOP_STREAMS", "Histogram", "ServerMetrics", "exposition"]
+from ._asgi import Scope
+
+__all__ = ["KINDS", "TOP_STREAMS", "ConnectionKind", "Histogram", "RunCounts", "ServerMetrics",
+           "connection_kind", "exposition"]
+
+#: What a streaming response streams (``streamwire_connections{kind}``).
+ConnectionKind: TypeAlias = Literal["sse", "run", "chat", "direct"]
+KINDS: Final[tuple[ConnectionKind, ...]] = ("sse", "run", "chat", "direct")
+#: The statuses a run's agent call ends in (``streamwire_runs_finished_total{status}``).
+_SETTLED: Final = ("completed", "failed", "interrupted", "paused")
 
 #: The busiest streams reported by id (``streamwire_sse_stream_readers``).
 TOP_STREAMS: Final = 10
@@ -36,6 +48,33 @@ class _Counted(Protocol):
 
     @property
     def frames(self) -> int: ...
+
+    @property
+    def kind(self) -> ConnectionKind: ...
+
+
+class RunCounts(NamedTuple):
+    """The runs series of an app with agents (``runs._events.RunEvents``), by agent."""
+
+    started: Mapping[str, int]
+    finished: Mapping[tuple[str, str], int]
+    running: Mapping[str, int]
+
+
+def connection_kind(scope: Scope) -> ConnectionKind:
+    """What the streaming response to ``scope`` streams, from its path below the app's root."""
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root):len(root) + 1] == "/":
+        path = path[len(root):]
+    if path.endswith("/sse"):
+        if path.startswith("/streams/"):
+            return "sse"
+        if path.startswith("/runs/"):
+            return "run"
+    if path == "/api/chat" or path.startswith("/api/chat/"):
+        return "chat"
+    return "direct"
 
 
 class Histogram:
@@ -85,8 +124,8 @@ class ServerMetrics:
 
 def exposition(metrics: ServerMetrics, *, connections: Iterable[_Counted],
                per_stream: Mapping[str, int], opened: int, evicted: int, refused: int,
-               draining: bool) -> bytes:
-    """The ``GET /metrics`` body."""
+               draining: bool, runs: RunCounts | None = None) -> bytes:
+    """The ``GET /metrics`` body (``runs``: the runs series, for an app with agents)."""
     conns = list(connections)
     out: list[str] = []
 
@@ -97,6 +136,14 @@ def exposition(metrics: ServerMetrics, *, connections: Iterable[_Counted],
 
     metric("streamwire_sse_connections", "gauge", "Open SSE connections.",
            f"streamwire_sse_connections {len(conns)}")
+    by_kind = dict.fromkeys(KINDS, 0)
+    for conn in conns:
+        by_kind[conn.kind] += 1
+    metric("streamwire_connections", "gauge",
+           "Open streaming responses by what they stream: sse (GET /streams/{id}/sse), run "
+           "(GET /runs/{id}/sse), chat (useChat's POST /api/chat and its resume), direct "
+           "(an SSEResponse on this app's engine).",
+           *(f'streamwire_connections{{kind="{kind}"}} {n}' for kind, n in by_kind.items()))
     metric("streamwire_sse_connections_opened_total", "counter", "SSE connections opened.",
            f"streamwire_sse_connections_opened_total {opened}")
     metric("streamwire_sse_reattaches_total", "counter",
@@ -135,8 +182,35 @@ def exposition(metrics: ServerMetrics, *, connections: Iterable[_Counted],
              for line in hist.lines("streamwire_http_request_seconds", f'route="{route}"')))
     metric("streamwire_draining", "gauge", "1 once the server is shutting down.",
            f"streamwire_draining {int(draining)}")
+    if runs is not None:
+        out.extend(_run_lines(runs))
     out.append("")
     return "\n".join(out).encode()
+
+
+def _run_lines(runs: RunCounts) -> Iterable[str]:
+    def family(name: str, kind: str, help_text: str) -> Iterable[str]:
+        yield f"# HELP {name} {help_text}"
+        yield f"# TYPE {name} {kind}"
+
+    yield from family("streamwire_runs_started_total", "counter",
+                      "Agent calls begun in this process (a start, a resume, a re-run).")
+    for agent, n in sorted(runs.started.items()):
+        yield f'streamwire_runs_started_total{{agent="{_label(agent)}"}} {n}'
+    yield from family("streamwire_runs_finished_total", "counter",
+                      "Runs this process moved out of running (or a paused run to interrupted), "
+                      "by agent and the status they took.")
+    finished = dict(runs.finished)
+    for agent in runs.started:
+        for status in _SETTLED:
+            finished.setdefault((agent, status), 0)
+    for (agent, status), n in sorted(finished.items()):
+        yield (f'streamwire_runs_finished_total{{agent="{_label(agent)}",status="{status}"}} '
+               f"{n}")
+    yield from family("streamwire_runs_running", "gauge",
+                      "Runs whose agents run in this process now.")
+    for agent, n in sorted(runs.running.items()):
+        yield f'streamwire_runs_running{{agent="{_label(agent)}"}} {n}'
 
 
 def _by_readers(per_stream: Mapping[str, int]) -> Iterable[str]:

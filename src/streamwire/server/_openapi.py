@@ -153,10 +153,32 @@ def openapi_document() -> dict[str, Any]:
                     "501": _json(_ref("Error"), "The log cannot list streams.")}}},
             "/metrics": {"get": {
                 "summary": "Counters in the Prometheus text format (authorized as a read).",
+                "description": "Connections (`streamwire_sse_*`, `streamwire_connections{kind}`), "
+                               "appends, log latency and, with agents, "
+                               "`streamwire_runs_started_total{agent}`, "
+                               "`streamwire_runs_finished_total{agent,status}` and "
+                               "`streamwire_runs_running{agent}`.",
                 "responses": {"200": {"description": "Prometheus text format 0.0.4.",
                                       "content": {"text/plain": {"schema": {"type": "string"}}}},
                               "401": {"$ref": "#/components/responses/Refused"},
                               "403": {"$ref": "#/components/responses/Refused"}}}},
+            "/healthz": {"get": {
+                "summary": "Liveness: 200 while the process serves HTTP (no authorization; "
+                           "calls nothing).",
+                "security": [],
+                "responses": {"200": _json(_ref("Probe"), "The process is up.")}}},
+            "/readyz": {"get": {
+                "summary": "Readiness: 200 when the log answers within 1 s, the agents run and "
+                           "the server is not draining (no authorization).",
+                "security": [],
+                "responses": {
+                    "200": _json(_ref("Probe"), "Ready."),
+                    "503": {"description": "Not ready; `reason` says which part, in a fixed "
+                                           "sentence.",
+                            "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+                            "content": {"application/json": {"schema": _ref("Probe"), "example": {
+                                "status": "unavailable",
+                                "reason": "the stream log did not answer in time"}}}}}}},
             "/docs": {"get": {
                 "summary": "This document in Swagger UI (its assets load from a CDN).",
                 "responses": {"200": {"description": "An HTML page.",
@@ -220,6 +242,9 @@ def openapi_document() -> dict[str, Any]:
                                               "next": {"type": ["string", "null"]}}},
                 "Cleanup": {"type": "object", "required": ["step"], "additionalProperties": False,
                             "properties": {"step": {"type": "integer", "minimum": 0}}},
+                "Probe": {"type": "object", "required": ["status"],
+                          "properties": {"status": {"enum": ["ok", "unavailable"]},
+                                         "reason": {"type": "string"}}},
                 "Rewound": {"type": "object", "required": ["atStep"],
                             "properties": {"atStep": {"type": "integer"},
                                            "atSequence": {"type": "integer"},
