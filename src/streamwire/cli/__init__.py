@@ -34,6 +34,7 @@ COMMANDS: Final = {
     "demo": ("streamwire.cli.demo", "stream a simulated reply, cut it midway and resume it"),
     "tail": ("streamwire.cli.tail", "print the events of an SSE or wire v2 stream"),
     "run": ("streamwire.cli.run", "start a run and print its reply live, or --status RUN_ID"),
+    "token": ("streamwire.cli.token", "mint a JWT for a user of serve --jwt-secret"),
 }
 
 

@@ -6,7 +6,14 @@
 Writes always need ``Authorization: Bearer <token>``. The token is ``--token``, else the
 ``STREAMWIRE_TOKEN`` environment variable, else a random one generated at start and printed on
 stderr (so a server is never open for writes by accident). Reads are open unless
-``--protect-reads`` is given. One log line is written per SSE connection opened and closed.
+``--protect-reads`` is given.
+
+Users: ``--jwt-secret SECRET`` (else ``$STREAMWIRE_JWT_SECRET``; at least 32 bytes) replaces the
+bearer token: writes need an HS256 JWT signed with it (``streamwire token --sub NAME`` mints one),
+whose ``sub`` is the user. What a user starts (a run, a chat) is theirs: other callers get 404,
+and the agent sees ``run.user``. Reads without a token stay anonymous (``--protect-reads``: no).
+It excludes ``--token`` and ``$STREAMWIRE_TOKEN``: no key beside the users' may read every chat.
+One log line is written per SSE connection opened and closed.
 The log is read once before the server listens: one it cannot open or reach ends ``serve`` with
 the reason and exit status 1. The first lines say the backend and where, and who may write and read.
 SIGINT / SIGTERM end every open stream with a recoverable ``fail`` frame, then the server exits
@@ -130,6 +137,10 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                    help="bearer token for writes (default: $STREAMWIRE_TOKEN, else a random one "
                         "printed at start)")
     p.add_argument("--protect-reads", action="store_true", help="require the token for reads too")
+    p.add_argument("--jwt-secret", default=None, metavar="SECRET",
+                   help="identify users by HS256 JWT bearer tokens signed with SECRET (sub = the "
+                        "user; streamwire token mints them) instead of one --token (default: "
+                        "$STREAMWIRE_JWT_SECRET)")
     p.add_argument("--writer-timeout", type=float, default=None, metavar="SECONDS",
                    help="seconds a stream's writer may stay silent (no append, no keepalive) "
                         "before its stream fails with WRITER_GONE (default: the log's, 30)")
@@ -141,7 +152,8 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--agent", action="append", default=[], metavar="MODULE:CALLABLE",
                    help="serve the runs API with this agent (repeatable; its name is the "
                         "callable's name); demo: the built-in scripted chat agent. The first "
-                        "one also answers useChat at /api/chat")
+                        "one also answers useChat at /api/chat, and a chat request's body picks another "
+                        "with {\"agent\": NAME}")
     p.add_argument("--app-dir", default=".", metavar="DIR",
                    help="look for --agent modules in DIR first, as uvicorn's --app-dir "
                         "(default: the current directory)")
@@ -206,19 +218,19 @@ def _loop_line(choice: str) -> str:
     return f"event loop: {name} ({loop.__module__}.{loop.__qualname__}; {why})"
 
 
-async def _serve(args: argparse.Namespace, log: StreamLog, token: str) -> None:
+async def _serve(args: argparse.Namespace, log: StreamLog, authorize: Any) -> None:
     from .._settings import values_from_args
     from ..runs import Runs
     from ..runs._settings import RunsSettings
-    from ..server import StreamApp, bearer_token, uvicorn_server
+    from ..server import StreamApp, uvicorn_server
     from ..server._settings import settings_from_args
 
     print(f"streamwire serve: {_loop_line(args.loop)}", file=sys.stderr, flush=True)
     run_options = RunsSettings(**values_from_args(args, RunsSettings)).options()
     runs = Runs(log, args.agents, **run_options) if args.agents else None
     app = StreamApp(log, settings_from_args(args),
-                    authorize=bearer_token(token, protect_reads=args.protect_reads),
-                    agents=runs, chat_agent=next(iter(runs.agents)) if runs is not None else None,
+                    authorize=authorize, agents=runs,
+                    chat_agents=list(runs.agents) if runs is not None else (),
                     chat_multitask=args.chat_multitask)
     server = uvicorn_server(app, host=args.host, port=args.port, log_level=args.log_level,
                             access_log=args.access_log, log_config=None)
@@ -315,18 +327,7 @@ def _run_serve(args: argparse.Namespace) -> int:
         where = (f" (looked in --app-dir {app_dir} first)"
                  if isinstance(exc.__cause__, ModuleNotFoundError) else "")
         raise CommandLineError(f"{exc}{where}") from exc
-    token = args.token or os.environ.get("STREAMWIRE_TOKEN") or ""
-    source = "--token" if args.token else "$STREAMWIRE_TOKEN"
-    if not token:
-        token, source = secrets.token_urlsafe(24), "generated, printed above"
-        print(f"streamwire serve: no --token given; writes need: Authorization: Bearer {token}",
-              file=sys.stderr, flush=True)
-    from ..server import bearer_token
-
-    try:
-        bearer_token(token)  # refuses a token no HTTP client could send
-    except ValueError as exc:
-        raise CommandLineError(f"--token: {exc}") from exc
+    authorize, source = _authorize(args)
     for line in _startup_lines(args, source):
         print(f"streamwire serve: {line}", file=sys.stderr, flush=True)
     # uvicorn re-raises the signal it shut down on once it is done, to die of it; a stop asked
@@ -336,11 +337,41 @@ def _run_serve(args: argparse.Namespace) -> int:
         signal.signal(sig, _exit_cleanly)
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(_serve(args, log, token))
+            runner.run(_serve(args, log, authorize))
     except _LogUnusable as exc:
         print(f"streamwire serve: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _authorize(args: argparse.Namespace) -> tuple[Any, str]:
+    """The hook writes go through (a JWT with ``--jwt-secret``, else the bearer token) and what
+    the start-up line says it is."""
+    from ..server import bearer_token, jwt_bearer
+
+    token = args.token or os.environ.get("STREAMWIRE_TOKEN") or ""
+    secret = args.jwt_secret or os.environ.get("STREAMWIRE_JWT_SECRET") or ""
+    if secret:
+        if token:
+            raise CommandLineError(
+                "--jwt-secret excludes --token and $STREAMWIRE_TOKEN: with users, every writer is "
+                "a user (mint yourself a token: streamwire token --sub NAME)")
+        try:
+            hook = jwt_bearer(secret, protect_reads=args.protect_reads)
+        except (ValueError, ImportError) as exc:
+            raise CommandLineError(f"--jwt-secret: {exc}") from exc
+        where = "--jwt-secret" if args.jwt_secret else "$STREAMWIRE_JWT_SECRET"
+        return hook, (f"a JWT signed with {where}, its sub the user; "
+                      "streamwire token --sub NAME mints one")
+    source = "--token" if args.token else "$STREAMWIRE_TOKEN"
+    if not token:
+        token, source = secrets.token_urlsafe(24), "generated, printed above"
+        print(f"streamwire serve: no --token given; writes need: Authorization: Bearer {token}",
+              file=sys.stderr, flush=True)
+    try:  # refuses a token no HTTP client could send
+        return bearer_token(token, protect_reads=args.protect_reads), source
+    except ValueError as exc:
+        raise CommandLineError(f"--token: {exc}") from exc
 
 
 def _finished_ttl(args: argparse.Namespace) -> float | None:

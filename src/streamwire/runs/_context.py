@@ -69,7 +69,8 @@ class AgentError(Exception):
 class RunContext(Generic[C]):
     """One run as its agent sees it.
 
-    ``input`` is the start's JSON input. After a resume, ``resumed`` is True, ``state`` is what
+    ``input`` is the start's JSON input; ``user`` the id of the user who started the run (the
+    server's ``authorize`` hook names them, e.g. a JWT's ``sub``; None: anonymous). After a resume, ``resumed`` is True, ``state`` is what
     the agent paused with and ``resume_input`` the resume's input. ``emit`` appends a message of
     the agent's contract to the run's stream at the current ``step`` (``next_step()`` moves on).
     A stop arrives as cancellation (``asyncio.CancelledError`` at the agent's next ``await``).
@@ -91,12 +92,12 @@ class RunContext(Generic[C]):
 
     __slots__ = ("_boundary", "_chat", "_contract", "_ended", "_log", "_reply_error", "_tool_calls",
                  "agent", "attempt", "input", "resume_input", "resumed", "run_id", "state", "step",
-                 "stream_id")
+                 "stream_id", "user")
 
     def __init__(self, log: StreamLog, *, run_id: str, agent: str, stream_id: str, input: Any,
                  state: Any = None, resume_input: Any = None, resumed: bool = False,
                  step: int = 0, contract: type[Contract] | None = None,
-                 attempt: int = 1) -> None:
+                 attempt: int = 1, user: str | None = None) -> None:
         self._log = log
         self._contract = contract
         self._chat = contract is not None and issubclass(contract, Chat)
@@ -116,6 +117,7 @@ class RunContext(Generic[C]):
         #: 1 for the run's first call, 2 for its first re-run (its worker was lost or shut
         #: down: ``Runs(run_retries=)``), ...: with ``run_id``, the key of idempotent effects.
         self.attempt = attempt
+        self.user = user
 
     async def emit(self, msg: Message[C, Any]) -> int:
         """Append ``msg`` to the run's stream; returns its sequence. Raises ``PayloadError``,

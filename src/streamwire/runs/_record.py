@@ -69,7 +69,9 @@ class RunRecord(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     body's fingerprint, so each is applied once. ``attempt`` counts the agent's calls for this
     run's current reply (2 after one re-run: its worker was lost or shut down), and
     ``retry_reason`` says why the last one began (``WORKER_LOST``, ``WORKER_SHUTDOWN``) -- or, on
-    a running record with no ``owner``, why its worker let it go for another to re-run.
+    a running record with no ``owner``, why its worker let it go for another to re-run. ``user``
+    is the user who started the run (the ``authorize`` hook's principal; None: anonymous): the run
+    is theirs alone (``server._owners``).
     """
 
     run_id: str
@@ -95,6 +97,7 @@ class RunRecord(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     head: int = 0
     attempt: int = 1
     retry_reason: str | None = None
+    user: str | None = None
 
 
 _encoder: Final = msgspec.json.Encoder(order="sorted")
@@ -117,11 +120,11 @@ def fingerprint(*parts: object) -> str:
 
 
 def new_record(run_id: str, agent: str, input: Any, *, owner: str, now: float,
-               lease: float) -> RunRecord:
-    """A run that starts now, its lease held by ``owner``."""
+               lease: float, user: str | None = None) -> RunRecord:
+    """A run that ``user`` starts now, its lease held by worker ``owner``."""
     return RunRecord(run_id=run_id, agent=agent, stream_id=run_id, status="running",
                      fingerprint=fingerprint(agent, input), created_at=now, updated_at=now,
-                     input=input, owner=owner, lease_expires_at=now + lease)
+                     input=input, owner=owner, lease_expires_at=now + lease, user=user)
 
 
 def check_same_start(record: RunRecord, agent: str, input: Any) -> None:

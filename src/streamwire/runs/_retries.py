@@ -103,6 +103,7 @@ class Retries(Liveness):
             return True
         await self._spawn(fn, new, RunContext(
             self.log, run_id=new.run_id, agent=new.agent, stream_id=new.stream_id,
-            input=new.input, contract=agent_contract(fn), attempt=new.attempt))
+            input=new.input, contract=agent_contract(fn), attempt=new.attempt,
+            user=new.user))
         return True
 

@@ -238,10 +238,10 @@ class Runs(Retries):
 
     # -- the API -----------------------------------------------------------------------------
 
-    async def start(self, agent: str, input: Any, run_id: str | None = None
-                    ) -> tuple[RunRecord, bool]:
-        """Start ``agent`` with ``input`` as run ``run_id`` (minted when None), exactly once:
-        returns the run and whether this call created it."""
+    async def start(self, agent: str, input: Any, run_id: str | None = None, *,
+                    user: str | None = None) -> tuple[RunRecord, bool]:
+        """Start ``agent`` with ``input`` as run ``run_id`` (minted when None) for ``user`` (its
+        ``run.user``), exactly once: returns the run and whether this call created it."""
         fn = self.agents.get(agent)
         if fn is None:
             raise UnknownAgentError(agent, sorted(self.agents))
@@ -252,7 +252,7 @@ class Runs(Retries):
                 return known, False
         self._check_serving()
         record = new_record(run_id or uuid.uuid4().hex, agent, input, owner=self.worker_id,
-                                now=time.time(), lease=self.lease_time)
+                                now=time.time(), lease=self.lease_time, user=user)
         stored = await self.store.insert(record)
         if stored is not None:
             check_same_start(stored, agent, input)
@@ -272,7 +272,7 @@ class Runs(Retries):
                                    "runId")
         await self._spawn(fn, record, RunContext(
             self.log, run_id=record.run_id, agent=agent, stream_id=record.stream_id, input=input,
-            contract=agent_contract(fn)))
+            contract=agent_contract(fn), user=user))
         return record, True
 
     async def resume(self, run_id: str, input: Any, resume_id: str) -> tuple[RunRecord, bool]:
@@ -303,7 +303,8 @@ class Runs(Retries):
             raise
         await self._spawn(fn, new, RunContext(
             self.log, run_id=run_id, agent=new.agent, stream_id=new.stream_id, input=new.input,
-            state=record.state, resume_input=input, resumed=True, contract=agent_contract(fn)))
+            state=record.state, resume_input=input, resumed=True, contract=agent_contract(fn),
+            user=new.user))
         return new, True
 
     async def stop(self, run_id: str) -> RunRecord:

@@ -47,10 +47,14 @@ token>`` (writes need ``Authorization: Bearer <token>``, reads stay open) or
 
 Authorization: ``authorize(request, stream_id, access)`` with ``access`` ``"read"`` (info, sse;
 ``GET /streams`` and ``GET /metrics`` with ``stream_id`` ``""``) or ``"write"`` (everything else)
-runs before any other work. It returns None (or an awaitable of None)
-to allow, and refuses by raising ``starlette.exceptions.HTTPException`` (FastAPI's is a subclass)
-with 401, 403 or 404; its ``detail`` and ``headers`` (``WWW-Authenticate``, say) are sent.
-``bearer_token(token)`` builds the one ``streamwire serve`` uses.
+runs before any other work. It allows by returning who the caller is (or an awaitable of it):
+None (anonymous), a user id or a ``User``, and refuses by raising
+``starlette.exceptions.HTTPException`` (FastAPI's is a subclass) with 401, 403 or 404; its
+``detail`` and ``headers`` (``WWW-Authenticate``, say) are sent. ``bearer_token(token)`` builds
+the one ``streamwire serve`` uses, ``jwt_bearer(secret)`` the one of ``serve --jwt-secret``
+(users from HS256 JWTs). What a user starts (a run, a chat) is theirs: to other callers it
+answers as if it did not exist, and ``GET /streams`` lists runs' and chats' streams only to their
+owner (``_owners``).
 
 Shutdown: ``StreamApp.drain()`` (run at the lifespan's end) stops taking SSE connections and ends every
 open one with ``fail{recoverable: true, errorDetail.code: SERVER_SHUTDOWN}``, so readers re-attach
@@ -90,7 +94,7 @@ from ._settings import ServerSettings
 
 if TYPE_CHECKING:
     from ._app import StreamApp
-    from ._auth import Access, Authorize, bearer_token
+    from ._auth import Access, Authorize, User, bearer_token, jwt_bearer
     from ._create import create_app
     from ._direct import ASGIWritable, Producer, SSEResponse, create_sse_writable
     from ._engine import Engine, ServerStatistics
@@ -103,8 +107,8 @@ _LAZY: Final = {
     "ASGIWritable": "_direct", "Access": "_auth", "Authorize": "_auth",
     "DrainingServer": "_running", "Engine": "_engine", "Producer": "_direct",
     "SSEResponse": "_direct", "ServerStatistics": "_engine", "StreamApp": "_app",
-    "bearer_token": "_auth", "create_app": "_create", "create_sse_writable": "_direct",
-    "uvicorn_server": "_running",
+    "User": "_auth", "bearer_token": "_auth", "create_app": "_create",
+    "create_sse_writable": "_direct", "jwt_bearer": "_auth", "uvicorn_server": "_running",
 }
 
 __all__ = [
@@ -128,9 +132,11 @@ __all__ = [
     "ServerSettings",
     "ServerStatistics",
     "StreamApp",
+    "User",
     "bearer_token",
     "create_app",
     "create_sse_writable",
+    "jwt_bearer",
     "uvicorn_server",
 ]
 

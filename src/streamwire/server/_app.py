@@ -38,6 +38,7 @@ from ._http import Refusal, WriteAPI, encode_json, parse_cursor
 from ._metrics import RunCounts, exposition
 from ._openapi import include_openapi, openapi_document, routing_error
 from ._ops import Probes
+from ._owners import Owners
 from ._routes import JSONRoutes
 from ._runs import RunsAPI, runs_openapi_paths
 from ._settings import ServerSettings
@@ -64,6 +65,7 @@ class StreamApp(Starlette):
         agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
         chat_agent: str | None = None,
         chat_multitask: str = "reject",
+        chat_agents: Iterable[str] = (),
     ) -> None:
         settings = settings if settings is not None else ServerSettings()
         self.log = log
@@ -73,13 +75,17 @@ class StreamApp(Starlette):
         self.metrics = self.engine.metrics
         #: the hubs of the streams whose readers share one log reader (None: fan-out is off)
         self.fanout = Fanout(settings) if settings.fanout and log_shares_readers(log) else None
-        self._ctx = ctx = RouteContext(
-            log, settings, self.engine,
-            write_protection(authorize, token, allow_anonymous_writes))
-        self._preamble = b"retry: %d\n\n" % settings.retry if settings.retry is not None else b""
         #: The runs API's service (``create_app(agents=...)``), else None.
         self.runs = (agents if isinstance(agents, Runs) or agents is None
                      else Runs(log, agents, expose_errors=settings.expose_errors))
+        self._ctx = ctx = RouteContext(
+            log, settings, self.engine,
+            write_protection(authorize, token, allow_anonymous_writes),
+            Owners(log, self.runs.store if self.runs is not None else None))
+        self._preamble = b"retry: %d\n\n" % settings.retry if settings.retry is not None else b""
+        chat_agents = tuple(chat_agents)
+        if chat_agent is None and chat_agents:
+            chat_agent = chat_agents[0]
         if self.runs is not None and self.runs.drain_timeout > 0:
             self.engine.hold = self.drain_runs  # SIGTERM drains the runs before streams stop
         if chat_agent is not None and self.runs is None:
@@ -126,7 +132,7 @@ class StreamApp(Starlette):
             routes += runs_api.routes()
             self._streaming.append(("GET", "/runs/", "/sse", runs_api.sse))
             if chat_agent is not None:
-                chat_api = ChatAPI(self.runs, chat_agent, ctx, chat_multitask)
+                chat_api = ChatAPI(self.runs, chat_agent, ctx, chat_multitask, chat_agents)
                 routes += chat_api.routes() + ThreadsAPI(chat_api.threads, ctx).routes()
                 self._streaming += [("POST", "/api/chat", "", chat_api.post),
                                     ("GET", "/api/chat/", "/stream", chat_api.resume)]
@@ -247,7 +253,8 @@ class StreamApp(Starlette):
             else:
                 query = request.query_params.get("cursor")
                 cursor = parse_cursor(query, "cursor") if query is not None else 0
-            await ctx.check_access(request, stream_id, "read")
+            await ctx.owners.check_stream(await ctx.check_access(request, stream_id, "read"),
+                                          stream_id)
             conn = engine.admit(stream_id, scope, cursor)
             started = time.perf_counter()
             info = await self.log.info(stream_id)

@@ -14,6 +14,10 @@ authorization hook as the stream routes (the hook gets the chat id: ``write`` to
                                   that run (``409`` if the chat moved on)
 ================================  ================================================================
 
+A chat is its creator's (the hook's principal, ``_owners``): to anyone else it answers as a chat
+with no reply (``204`` on resume, ``404`` on stop and on a new message). ``{"agent": NAME}`` in the
+body picks one of ``create_app(chat_agents=...)`` (400 naming them otherwise).
+
 A chat's runs are listed in a stream of the log itself (``chat:<id>``, one ``{"runId"}`` chunk per
 reply), so every server process on a shared backend answers for every chat. Ids beginning
 ``chat:`` are these routes' alone (``_ids``): the index and the chat's runs (``chat:<id>:<key>``);
@@ -28,7 +32,7 @@ after ``send_timeout`` when its client stops reading, and a server shutting down
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, Final
 
 import anyio
@@ -48,14 +52,16 @@ from ..errors import (
     StreamStateError,
     UsageError,
 )
-from ..frames import ChunkFrame, StreamFrame
+from ..frames import StreamFrame
 from ..log import StreamLog
 from ..runs import Runs
 from ._asgi import Receive, Scope, Send
+from ._auth import User
 from ._context import RawRoute, RouteContext
 from ._engine import Connection
 from ._http import Refusal, encode_json, read_json
 from ._openapi import NOT_JSON
+from ._owners import chat_pointer, owner_id, require_owner, visible
 from ._threads import Threads
 from ._wire import failure_frame
 
@@ -66,7 +72,6 @@ logger = logging.getLogger("streamwire.server")
 MULTITASK: Final = ("reject", "interrupt", "enqueue")
 
 _HEADERS: Final = [(k.encode(), v.encode()) for k, v in UI_MESSAGE_STREAM_HEADERS.items()]
-_decode_pointer: Final = msgspec.json.Decoder(dict[str, str]).decode
 
 
 class ChatIndex:
@@ -77,25 +82,28 @@ class ChatIndex:
 
     async def latest(self, chat_id: str) -> str | None:
         """The run id of the chat's last reply, or None if it has none."""
-        stream = chat_stream_id(chat_id)
-        try:
-            head = (await self.log.info(stream)).head
-        except StreamNotFoundError:
-            return None
-        if not head:
-            return None
-        frames = self.log.read(stream, head - 1)
-        try:
-            async for frame in frames:
-                if isinstance(frame, ChunkFrame):
-                    return _decode_pointer(frame.chunk).get("runId")
-        finally:
-            await _aclose(frames)
-        return None
+        pointer = await chat_pointer(self.log, chat_id)
+        return None if pointer is None else pointer.get("runId")
 
-    async def point(self, chat_id: str, run_id: str) -> None:
-        """Make ``run_id`` the chat's current reply."""
-        stream, chunk = chat_stream_id(chat_id), encode_json({"runId": run_id})
+    async def latest_for(self, chat_id: str, user: User | None) -> str | None:
+        """``latest``, or None when the chat is not ``user``'s to see (``_owners``)."""
+        pointer = await chat_pointer(self.log, chat_id)
+        if pointer is None or not visible(pointer.get("user"), user):
+            return None
+        return pointer.get("runId")
+
+    async def owner(self, chat_id: str, user: User | None) -> str | None:
+        """The chat's owner (``user``'s id for a new chat); 404 when it is another's."""
+        pointer = await chat_pointer(self.log, chat_id)
+        owner = owner_id(user) if pointer is None else pointer.get("user")
+        require_owner(user, owner, Refusal(404, f"no chat with id {chat_id!r}"))
+        return owner
+
+    async def point(self, chat_id: str, run_id: str, owner: str | None = None) -> None:
+        """Make ``run_id`` the chat's current reply (the chat being ``owner``'s)."""
+        stream = chat_stream_id(chat_id)
+        chunk = encode_json({"runId": run_id} if owner is None else {"runId": run_id,
+                                                                    "user": owner})
         try:
             await self.log.append(stream, 0, chunk)
         except StreamNotFoundError:
@@ -110,20 +118,23 @@ class ChatAPI:
     """The ``/api/chat`` routes answering with ``agent``'s runs."""
 
     def __init__(self, runs: Runs, agent: str, ctx: RouteContext,
-                 multitask: str = "reject") -> None:
+                 multitask: str = "reject", agents: Iterable[str] = ()) -> None:
         if multitask not in MULTITASK:
             raise UsageError(f"chat_multitask must be one of {', '.join(MULTITASK)}, "
                              f"not {multitask!r}")
         self.runs = runs
         self.agent = agent
+        #: the agents a request may pick with ``{"agent": NAME}``
+        self.agents = frozenset({agent, *agents})
         self.multitask = multitask
         self.threads = Threads(runs)
         self.index = ChatIndex(runs.log)
         self.ctx = ctx
         self.max_body = ctx.settings.max_body_size
-        if agent not in runs.agents:
-            raise UsageError(f"chat_agent={agent!r} is not one of the served agents "
-                             f"({', '.join(sorted(runs.agents)) or 'none'})")
+        for name in sorted(self.agents):
+            if name not in runs.agents:
+                raise UsageError(f"chat agent {name!r} is not one of the served agents "
+                                 f"({', '.join(sorted(runs.agents)) or 'none'})")
 
     def routes(self) -> list[Route]:
         return [
@@ -139,18 +150,22 @@ class ChatAPI:
         conn: Connection | None = None
         try:
             chat = ChatRequest.parse(await read_json(request, self.max_body))
-            await self.ctx.check_access(request, chat.chat_id, "write")
-            run_id, run_input = await self._prepare(chat, receive)
+            user = await self.ctx.check_access(request, chat.chat_id, "write")
+            # whose chat first: another user's is missing (404), and nothing of it changes
+            agent, owner = self._agent(chat), await self.index.owner(chat.chat_id, user)
+            run_id, run_input = await self._prepare(chat, receive, owner)
             # the slot first: a refused reply starts no run (its stream has the run's id)
             conn = self.ctx.engine.admit(run_id, scope)
             try:
-                record, created = await self.runs.start(self.agent, run_input, run_id)
+                record, created = await self.runs.start(agent, run_input, run_id,
+                                                        user=owner_id(user))
             except RunConflictError:  # a retry that found the thread moved on: join the run
                 record, created = await self.runs.get(run_id), False
             except UsageError:  # the only one Runs.start raises: it is not running
                 raise self.ctx.not_running() from None
+            require_owner(user, record.user, Refusal(404, f"no chat with id {chat.chat_id!r}"))
             if created or await self.index.latest(chat.chat_id) != record.run_id:
-                await self.index.point(chat.chat_id, record.run_id)
+                await self.index.point(chat.chat_id, record.run_id, owner)
         except Exception as exc:
             await self.ctx.refuse(send, self._mapped(exc), conn=conn, headers=cors)
             return
@@ -158,7 +173,8 @@ class ChatAPI:
                           assistant_message_id(record.run_id), None, cors)
         await self._settle(chat.chat_id)
 
-    async def _prepare(self, chat: ChatRequest, receive: Receive) -> tuple[str, dict[str, Any]]:
+    async def _prepare(self, chat: ChatRequest, receive: Receive, owner: str | None
+                       ) -> tuple[str, dict[str, Any]]:
         """The run that answers ``chat``: its id and input (the thread's history then the new
         message). Stores the user message and the run as the thread's pending reply; applies the
         multitask policy when another reply runs (``reject``: 409, ``interrupt``: stop it,
@@ -190,6 +206,8 @@ class ChatAPI:
                 await self.threads.settle(chat.chat_id)
 
         def change(t: Thread) -> bool:
+            if t.owner is None and owner is not None:  # a new thread is its first writer's
+                t.owner = owner
             placed = place_user_message(t, chat.user_message)
             if t.pending.get(run_id) == chat.user_message_id:
                 return placed
@@ -243,13 +261,13 @@ class ChatAPI:
         cors = self.ctx.cors_headers(request)
         try:
             chat_id = self._chat_id(chat_id)
-            await self.ctx.check_access(request, chat_id, "read")
+            user = await self.ctx.check_access(request, chat_id, "read")
             header = request.headers.get("last-event-id")
             after = None
             if header:
                 parse_event_id(header)  # a bad id is a 400 before anything is read
                 after = header
-            run_id = await self.index.latest(chat_id)
+            run_id = await self.index.latest_for(chat_id, user)
             record = await self.runs.get(run_id) if run_id is not None else None
             if record is None or (after is None and record.status != "running"):
                 await send({"type": "http.response.start", "status": 204, "headers": cors})
@@ -266,10 +284,10 @@ class ChatAPI:
     async def stop(self, request: Request) -> Response:
         try:
             chat_id = self._chat_id(request.path_params["chat_id"])
-            await self.ctx.check_access(request, chat_id, "write")
+            user = await self.ctx.check_access(request, chat_id, "write")
             body = await read_json(request, self.max_body, optional=True)
             wanted = msgspec.json.decode(body, type=dict[str, str]).get("runId") if body else None
-            run_id = await self.index.latest(chat_id)
+            run_id = await self.index.latest_for(chat_id, user)
             if run_id is None:
                 raise Refusal(404, f"chat {chat_id!r} has no reply to stop")
             if wanted is not None and wanted != run_id:
@@ -282,6 +300,15 @@ class ChatAPI:
             return self.ctx.response(self._mapped(exc))
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _agent(self, chat: ChatRequest) -> str:
+        """The agent the request picks (``{"agent": NAME}``), one of ``agents``; else 400."""
+        name = chat.extra.get("agent", self.agent)
+        if not isinstance(name, str) or name not in self.agents:
+            raise Refusal(400, f"agent {name!r} is not a chat agent of this server; the body's "
+                               f"agent is one of: {', '.join(sorted(self.agents))}",
+                          agents=sorted(self.agents))
+        return name
 
     def _chat_id(self, chat_id: str) -> str:
         try:
@@ -382,9 +409,12 @@ def chat_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
                 "properties": {"id": {"type": "string"},
                                "messages": {"type": "array", "items": message},
                                "trigger": {"enum": ["submit-message", "regenerate-message"]},
-                               "messageId": {"type": ["string", "null"]}},
+                               "messageId": {"type": ["string", "null"]},
+                               "agent": {"type": "string", "description": "one of the server's "
+                                         "chat agents (400 names them); default: the first"}},
                 "additionalProperties": True}}}},
             "responses": {"200": stream, **errors, "415": NOT_JSON,
+                          "404": {"$ref": "#/components/responses/NotFound"},
                           "413": {"$ref": "#/components/responses/TooLarge"},
                           "422": {"$ref": "#/components/responses/Invalid"}}}},
         "/api/chat/{chat_id}/stream": {"get": {

@@ -1,5 +1,6 @@
 """``RouteContext``: what the route modules (``_routes``, ``_runs``, ``_chat`` and the SSE route)
-get from their app -- its log, settings, connection engine and authorization -- and the one error
+get from their app -- its log, settings, connection engine, authorization (which names the
+caller: ``check_access`` returns the ``User``) and ownership (``owners``) -- and the one error
 wrapper every route answers through: one JSON error shape, ``Retry-After`` on every 503 (and every
 429), the refused-connection counter, and the start-up error of agents that were never started."""
 
@@ -15,9 +16,10 @@ from starlette.responses import Response
 
 from ..log import StreamLog
 from ._asgi import Receive, Scope, Send
-from ._auth import Access, Authorize
+from ._auth import Access, Authorize, User, principal_of
 from ._engine import Connection, Engine
 from ._http import Refusal, check_stream_id, refusal_for, send_error
+from ._owners import Owners
 from ._settings import ServerSettings
 
 __all__ = ["CORS_ALLOW_HEADERS", "CORS_EXPOSE_HEADERS", "Endpoint", "RawRoute", "RouteContext",
@@ -54,11 +56,13 @@ class RouteContext:
     """The narrow view of a ``StreamApp`` its routes work with."""
 
     __slots__ = ("_authorize", "_cors", "_cors_any", "_told", "engine", "lifespan_active", "log",
-                 "settings")
+                 "owners", "settings")
 
     def __init__(self, log: StreamLog, settings: ServerSettings, engine: Engine,
-                 authorize: Authorize | None) -> None:
+                 authorize: Authorize | None, owners: Owners) -> None:
         self.log = log
+        #: who owns which stream (``_owners``)
+        self.owners = owners
         self.settings = settings
         self.engine = engine
         self._authorize = authorize
@@ -84,12 +88,15 @@ class RouteContext:
         return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin"),
                 _EXPOSE]
 
-    async def check_access(self, request: Request, stream_id: str, access: Access) -> None:
-        """Run the authorization hook (it refuses by raising ``HTTPException``)."""
-        if self._authorize is not None:
-            result = self._authorize(request, stream_id, access)
-            if inspect.isawaitable(result):
-                await result
+    async def check_access(self, request: Request, stream_id: str, access: Access) -> User | None:
+        """Run the authorization hook (it refuses by raising ``HTTPException``); returns the caller
+        it names (None: anonymous)."""
+        if self._authorize is None:
+            return None
+        result = self._authorize(request, stream_id, access)
+        if inspect.isawaitable(result):
+            result = await result
+        return principal_of(result)
 
     def not_running(self) -> Refusal:
         """The answer of a runs or chat request that needs the agents when they do not run

@@ -51,6 +51,7 @@ def create_app(
     agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
     chat_agent: str | None = None,
     chat_multitask: str = "reject",
+    chat_agents: Iterable[str] = (),
 ) -> StreamApp:
     """Serve ``log`` over HTTP as wire v2 (routes and rules: this module's docstring).
 
@@ -58,7 +59,10 @@ def create_app(
     ``allow_anonymous_writes=True``, else ``UsageError``.
 
     Args:
-        authorize: the authorization hook (``access`` "read" or "write"); it decides every request.
+        authorize: the authorization hook (``access`` "read" or "write"); it decides every
+            request, and may name the caller by returning a user id or ``User`` (None:
+            anonymous): what a user starts is theirs alone, and their agents see ``run.user``.
+            ``jwt_bearer(secret)`` identifies callers by HS256 JWTs.
         token: writes need ``Authorization: Bearer <token>`` (``bearer_token(token)``); reads
             stay open (``authorize=bearer_token(token, protect_reads=True)`` protects them too).
         allow_anonymous_writes: anyone who reaches the server may write (development, or a
@@ -93,10 +97,15 @@ def create_app(
         chat_multitask: what a new message does while its chat's reply runs: ``"reject"``
             (409 naming the running reply), ``"interrupt"`` (stop it, then answer) or
             ``"enqueue"`` (answer when it ends).
+        chat_agents: the agents of ``agents`` a chat request may choose instead with the body
+            field ``{"agent": NAME}`` (the AI SDK merges useChat's ``body`` into the request);
+            another name is 400 naming these. ``chat_agent`` (default: the first) answers a
+            request that names none.
 
     Raises:
         ValueError: an option out of its range (``ServerSettings`` names it).
-        UsageError: no choice (or two) about who may write; ``chat_agent`` not among ``agents``.
+        UsageError: no choice (or two) about who may write; ``chat_agent`` or one of
+            ``chat_agents`` not among ``agents``.
     """
     settings = ServerSettings(
         heartbeat_interval=heartbeat_interval, send_timeout=send_timeout,
@@ -108,4 +117,5 @@ def create_app(
         drain_on_signal=drain_on_signal)
     return StreamApp(log, settings, authorize=authorize, token=token,
                      allow_anonymous_writes=allow_anonymous_writes, agents=agents,
-                     chat_agent=chat_agent, chat_multitask=chat_multitask)
+                     chat_agent=chat_agent, chat_multitask=chat_multitask,
+                     chat_agents=chat_agents)

@@ -1,7 +1,9 @@
 """The JSON side of ``StreamApp``'s routing: the per-stream JSON routes' wrapper (id, access and
 ownership checks, timing, errors that name fields and HTTP routes), ``GET /streams``,
 ``GET /metrics``, ``/openapi.json`` and ``/docs``. A write route refuses the streams of runs and
-chats (``_ids.WriteGuard``): they have one writer, the server itself."""
+chats (``_ids.WriteGuard``): they have one writer, the server itself. A run's or chat's stream
+that is another user's answers as a missing one (``_owners``), and ``GET /streams`` lists only
+the caller's own."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from starlette.responses import Response
 
 from ..errors import StreamStateError
 from ..log import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, capabilities_of
-from ._auth import Access
+from ._auth import Access, User
 from ._context import Endpoint, RouteContext
 from ._http import Refusal, info_json, json_response
 from ._ids import WriteGuard
@@ -53,9 +55,11 @@ class JSONRoutes:
             started = time.perf_counter()
             try:
                 self.ctx.check_id(request.scope, stream_id)
-                await self.ctx.check_access(request, stream_id, access)
+                user = await self.ctx.check_access(request, stream_id, access)
                 if write:
-                    await self.guard.check(stream_id)
+                    await self._guard(user, stream_id)
+                else:
+                    await self.ctx.owners.check_stream(user, stream_id)
                 return await handler(request, stream_id)
             except msgspec.ValidationError as exc:
                 message = explain_invalid(schema, str(exc)) if schema else str(exc)
@@ -69,6 +73,16 @@ class JSONRoutes:
                 timer.observe(time.perf_counter() - started)
 
         return endpoint
+
+    async def _guard(self, user: User | None, stream_id: str) -> None:
+        """The write guard, whose refusal of another user's run (409) is a 404 as for a
+        stream that does not exist."""
+        try:
+            await self.guard.check(stream_id)
+        except Refusal as exc:
+            if exc.status == 409:
+                await self.ctx.owners.check_stream(user, stream_id)
+            raise
 
     async def _state_message(self, stream_id: str, exc: StreamStateError) -> str:
         """A 409's text naming the HTTP routes that fix it (the log's own names Python methods)."""
@@ -88,7 +102,7 @@ class JSONRoutes:
         the next page, null on the last. 501 for a log written before ``list_streams``."""
         log = self.app.log
         try:
-            await self.ctx.check_access(request, "", "read")
+            user = await self.ctx.check_access(request, "", "read")
             limit = _limit(request.query_params.get("limit"))
             after = request.query_params.get("after", "")
             if not capabilities_of(log).listing:  # a third-party log from before the method
@@ -98,10 +112,14 @@ class JSONRoutes:
             found = await log.list_streams(after=after, limit=min(limit + 1, MAX_LIST_LIMIT))
             more = len(found) > limit or (len(found) == limit == MAX_LIST_LIMIT and bool(
                 await log.list_streams(after=found[-1].stream_id, limit=1)))
+            # a page may hold fewer than ``limit`` (hidden streams): ``next`` goes on from the
+            # last one looked at
+            last = found[:limit][-1].stream_id if found else None
+            shown = await self.ctx.owners.listed(user, found[:limit])
         except Exception as exc:
             return self.ctx.response(exc)
-        page = [info_json(info) for info in found[:limit]]
-        return json_response({"streams": page, "next": page[-1]["streamId"] if more else None})
+        page = [info_json(info) for info in shown]
+        return json_response({"streams": page, "next": last if more else None})
 
     async def metrics(self, request: Request) -> Response:
         """``GET /metrics``: Prometheus text, authorized as a read (``stream_id`` "")."""

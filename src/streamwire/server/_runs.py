@@ -20,6 +20,9 @@ gets the run id (a run's stream has the run's id).
                             ``truncated{floor: head}`` (the chunks are gone: never a silent gap)
 ==========================  ====================================================================
 
+A run started by a user (the hook's principal) is that user's: to anyone else its routes answer
+404 as for a run that does not exist (``_owners``); its agent sees the user as ``run.user``.
+
 A run's stream is written by the runs service only: the stream write routes refuse it (409,
 ``_ids``). Bodies are read by ``_http.read_json`` (JSON content type, size, depth).
 """
@@ -34,7 +37,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..errors import StreamNotFoundError, StreamwireError, UsageError
+from ..errors import (
+    RunConflictError,
+    RunNotFoundError,
+    StreamNotFoundError,
+    StreamwireError,
+    UsageError,
+)
 from ..frames import CaughtUpFrame, StreamFrame, TruncatedFrame, encode_stream_frame
 from ..runs import Runs
 from ..runs._record import RunRecord, terminal_of
@@ -44,6 +53,7 @@ from ._context import RawRoute, RouteContext, StreamHandler
 from ._http import Refusal, encode_json, parse_cursor, read_json
 from ._ids import check_client_id
 from ._openapi import NOT_JSON
+from ._owners import owner_id, require_owner
 from ._sse import SSE_RESPONSE_HEADERS
 
 __all__ = ["RunsAPI", "runs_openapi_paths"]
@@ -105,17 +115,20 @@ class RunsAPI:
             Route("/runs/{run_id}/sse", RawRoute(self.sse, "run_id"), methods=["GET"]),
         ]
 
-    async def run_id(self, request: Request, access: Access, run_id: str | None = None) -> str:
+    async def owned(self, request: Request, access: Access,
+                    run_id: str | None = None) -> RunRecord:
+        """The run the request names, once the caller may see it (else 404, as a missing run)."""
         run_id = self.check_id(request.path_params["run_id"] if run_id is None else run_id)
-        await self.ctx.check_access(request, run_id, access)
-        return run_id
+        user = await self.ctx.check_access(request, run_id, access)
+        record = await self.runs.get(run_id)
+        require_owner(user, record.user, RunNotFoundError(run_id))
+        return record
 
     async def sse(self, scope: Scope, receive: Receive, send: Send, run_id: str) -> None:
         """``GET /runs/{id}/sse``: the stream route itself, once the run is known."""
         request = Request(scope, receive)
         try:
-            run_id = await self.run_id(request, "read", run_id)
-            record = await self.runs.get(run_id)
+            record = await self.owned(request, "read", run_id)
         except Exception as exc:
             await self.ctx.refuse(send, exc, headers=self.ctx.cors_headers(request))
             return
@@ -163,17 +176,22 @@ class RunsAPI:
         if chosen is not None:  # a client's id: never empty, never the chat routes'
             check_client_id(chosen, "runId" if body.run_id is not None else "Idempotency-Key")
         run_id = self.check_id(chosen if chosen is not None else _new_id())
-        await self.ctx.check_access(request, run_id, "write")
+        user = await self.ctx.check_access(request, run_id, "write")
         try:
-            record, created = await self.runs.start(body.agent, body.input, run_id)
+            record, created = await self.runs.start(body.agent, body.input, run_id,
+                                                    user=owner_id(user))
         except UsageError:  # the only one Runs.start raises: it is not running
             raise self.ctx.not_running() from None
+        if not created and record.user != owner_id(user):
+            raise RunConflictError(f"run id {run_id!r} is taken; a new run needs a new runId")
         return _created(record, 201 if created else 200)
 
     async def resume(self, request: Request) -> Response:
-        run_id = await self.run_id(request, "write")
+        run_id = self.check_id(request.path_params["run_id"])
+        user = await self.ctx.check_access(request, run_id, "write")
         body = _resume_decoder.decode(await read_json(request, self.max_body))
         self.check_id(body.resume_id, "resumeId")
+        require_owner(user, (await self.runs.get(run_id)).user, RunNotFoundError(run_id))
         try:
             record, resumed = await self.runs.resume(run_id, body.input, body.resume_id)
         except UsageError:
@@ -181,13 +199,13 @@ class RunsAPI:
         return _created(record, 200, resumed=resumed)
 
     async def stop(self, request: Request) -> Response:
-        run_id = await self.run_id(request, "write")
+        run_id = (await self.owned(request, "write")).run_id
         await self.runs.stop(run_id)
         return Response(encode_json(await self.runs.status(run_id)), 200,
                         media_type="application/json")
 
     async def status(self, request: Request) -> Response:
-        run_id = await self.run_id(request, "read")
+        run_id = (await self.owned(request, "read")).run_id
         return Response(encode_json(await self.runs.status(run_id)), 200,
                         media_type="application/json")
 

@@ -18,8 +18,8 @@ compare-and-set that also takes the run off ``pending``. The chat routes settle 
 reply was streamed and before any use of it (a submit, these routes), so a reply is stored by
 whoever looks next even when the process that ran it is gone; doing it twice stores it once.
 
-``visible(thread, principal)`` is the one hook for who sees a thread (True here; the users layer
-decides with the caller's principal).
+``visible(thread, principal)`` says who sees a thread: a thread belongs to the user whose message
+started it (``_owners``); other users get 404, and ``GET /api/chats`` lists the caller's only.
 """
 
 from __future__ import annotations
@@ -47,8 +47,11 @@ from ..errors import RunNotFoundError, StreamNotFoundError, StreamwireError
 from ..frames import ChunkFrame
 from ..log import capabilities_of, record_store_of
 from ..runs import Runs
+from ._auth import User
 from ._context import RouteContext
 from ._http import Refusal, encode_json
+from ._owners import chat_pointer
+from ._owners import visible as owner_visible
 
 __all__ = ["Threads", "ThreadsAPI", "threads_openapi_paths", "visible"]
 
@@ -58,10 +61,11 @@ _DEFAULT_LIMIT: Final = 50
 _MAX_LIMIT: Final = 200
 
 
-def visible(thread: Thread, principal: object) -> bool:
+def visible(thread: Thread, principal: User | None) -> bool:
     """Whether ``principal`` (the caller; None: anonymous) may see ``thread``: its messages, its
-    place in ``GET /api/chats``, its deletion. Every thread, for now (the users layer's hook)."""
-    return True
+    place in ``GET /api/chats``, its deletion (``_owners``' one rule: a thread with an owner is
+    its owner's alone)."""
+    return owner_visible(thread.owner, principal)
 
 
 class Threads:
@@ -186,9 +190,9 @@ class ThreadsAPI:
     async def messages(self, request: Request) -> Response:
         try:
             chat_id = _chat_id(request.path_params["chat_id"])
-            await self.ctx.check_access(request, chat_id, "read")
+            user = await self.ctx.check_access(request, chat_id, "read")
             thread = await self.threads.settle(chat_id)
-            if thread is None or not visible(thread, None):
+            if thread is None or not visible(thread, user):
                 raise Refusal(404, f"chat {chat_id!r} has no thread")
             return _json(thread.messages)
         except Exception as exc:
@@ -196,13 +200,14 @@ class ThreadsAPI:
 
     async def list(self, request: Request) -> Response:
         try:
+            user = await self.ctx.check_access(request, "", "read")
             query = request.query_params
             limit = _limit(query.get("limit"))
             threads: list[Thread] = []
             for thread in await self.threads.store.all():
                 if thread.pending:  # a reply may have ended: its message counts
                     thread = await self.threads.settle(thread.id) or thread
-                if visible(thread, None):
+                if visible(thread, user):
                     threads.append(thread)
             try:
                 page, cursor = page_threads(threads, after=query.get("after") or None,
@@ -216,10 +221,12 @@ class ThreadsAPI:
     async def delete(self, request: Request) -> Response:
         try:
             chat_id = _chat_id(request.path_params["chat_id"])
-            await self.ctx.check_access(request, chat_id, "write")
+            user = await self.ctx.check_access(request, chat_id, "write")
             thread = await self.threads.store.get(chat_id)
-            if thread is not None and not visible(thread, None):
-                thread = None
+            pointer = await chat_pointer(self.threads.runs.log, chat_id)
+            if (thread is not None and not visible(thread, user)) or (
+                    pointer is not None and not owner_visible(pointer.get("user"), user)):
+                raise Refusal(404, f"chat {chat_id!r} has no thread")  # another user's: missing
             runs = self.threads.runs
             run_ids = await self.threads.run_ids(chat_id)
             if thread is None and not run_ids:
