@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 __all__ = ["backend"]
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"], indirect=True)
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "redis"], indirect=True)
 async def test_sigterm_lets_a_running_run_finish_and_refuses_starts(
         backend: Backend, tmp_path: Path) -> None:
     port = free_port()
@@ -69,7 +69,7 @@ async def test_sigterm_lets_a_running_run_finish_and_refuses_starts(
     print(f"run finished {finished_in:.2f} s after SIGTERM; exit after {exited_in:.2f} s")
 
 
-@pytest.mark.parametrize("backend", ["memory"], indirect=True)
+@pytest.mark.parametrize("backend", ["memory", "redis"], indirect=True)
 async def test_a_run_longer_than_the_drain_timeout_fails_worker_shutdown(
         backend: Backend, tmp_path: Path) -> None:
     port = free_port()

@@ -274,7 +274,28 @@ class Engine:
             if first:
                 await conn.write(first)
             running = True
-            await self._run(conn, source, receive, heartbeat)
+            # (the run is written out here, not in a coroutine of its own: a follower waits in
+            # this frame for as long as it follows, and each frame more is memory per reader)
+            handoff: Handoff | None = None
+            try:
+                handoff = await self._solo(conn, source, receive, heartbeat)
+                if handoff is not None:
+                    await handoff.follow(receive)
+            except anyio.get_cancelled_exc_class():
+                # Cancelled from outside (the server's own shutdown timeout): still owe a
+                # terminal.
+                handoff = conn.handoff
+                if handoff is not None:
+                    handoff.leave()
+                if conn.outcome == "open":
+                    conn.outcome = "shutdown"
+                if not conn.closed:
+                    with anyio.move_on_after(CLOSE_TIMEOUT, shield=True) as closing:
+                        await _close(conn, source)
+                    if closing.cancelled_caught:
+                        reset_connection(conn.send)
+                raise
+            await self._end(conn, source, handoff)
         except OSError:
             conn.outcome = "disconnect"
             if conn.on_stop is not None:
@@ -285,26 +306,9 @@ class Engine:
                     await source.aclose()
             self.release(conn)
 
-    async def _run(self, conn: Connection, source: Source, receive: Receive,
-                   heartbeat: float | None) -> None:
-        handoff: Handoff | None = None
-        try:
-            handoff = await self._solo(conn, source, receive, heartbeat)
-            if handoff is not None:
-                await handoff.follow(receive)
-        except anyio.get_cancelled_exc_class():
-            # Cancelled from outside (the server's own shutdown timeout): still owe a terminal.
-            handoff = conn.handoff
-            if handoff is not None:
-                handoff.leave()
-            if conn.outcome == "open":
-                conn.outcome = "shutdown"
-            if not conn.closed:
-                with anyio.move_on_after(CLOSE_TIMEOUT, shield=True) as closing:
-                    await _close(conn, source)
-                if closing.cancelled_caught:
-                    reset_connection(conn.send)
-            raise
+    async def _end(self, conn: Connection, source: Source, handoff: Handoff | None) -> None:
+        """End a connection whose source (or hub) is done: reset it when evicted, else close
+        it unless the hub or the source already ended its body."""
         if conn.outcome == "evicted" and await _reset(conn.send):
             return
         if handoff is not None or conn.closed:
