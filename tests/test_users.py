@@ -21,7 +21,7 @@ import pytest
 from starlette.requests import Request
 
 from helpers.chaos_proxy import ServerThread
-from helpers.runs_server import SRC, TESTS, Backend, backend, free_port
+from helpers.runs_server import SRC, TESTS, Backend, backend, free_port, serve_cli
 from streamwire.chat import Chat
 from streamwire.cli import main
 from streamwire.runs import Completed, RunContext
@@ -284,20 +284,8 @@ def test_serve_with_a_jwt_secret() -> None:
                           env=env, capture_output=True, timeout=30)
     assert both.returncode == 2
     assert b"--jwt-secret excludes --token" in both.stderr
-    cmd = [sys.executable, "-m", "streamwire.cli", "serve", "--port", str(port), "--agent", "demo",
-           "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert proc.poll() is None, (proc.stderr.read() if proc.stderr else b"").decode()
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "streamwire serve did not start"
-                time.sleep(0.05)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
+    with serve_cli("--agent", "demo", "--log-level", "warning", port=port, env=env), \
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
             assert c.post("/api/chat", json=body("hello")).status_code == 401
             got = c.post("/api/chat", json=body("hello"), headers=A)
             assert got.status_code == 200
@@ -306,8 +294,3 @@ def test_serve_with_a_jwt_secret() -> None:
             assert c.get(f"/runs/{run_id}/status", headers=B).status_code == 404
             assert c.get(f"/runs/{run_id}/status", headers=A).status_code == 200
             assert c.get("/streams").json()["streams"] == []
-    finally:
-        proc.terminate()
-        proc.wait(15)
-        if proc.stderr is not None:
-            proc.stderr.close()

@@ -10,8 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +17,7 @@ from typing import Any
 import anyio
 import httpx
 
-from helpers.runs_server import SRC, TESTS, Backend
+from helpers.runs_server import SRC, TESTS, Backend, backend_flags, serve_cli
 from streamwire.chat import Chat
 from streamwire.runs import Completed, RunContext
 
@@ -58,28 +56,15 @@ def serve(backend: Backend, *, port: int, calls: Path | None = None, lease: floa
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{TESTS}"}
     if calls is not None:
         env["RUNS_TEST_CALLS"] = str(calls)
-    cmd = [sys.executable, "-m", "streamwire.cli", "serve", "--log", backend.spec,
-           "--redis-prefix", backend.prefix, "--port", str(port), "--token", "t0ken",
-           "--run-lease", str(lease), "--log-level", "warning", "--heartbeat", "1",
-           "--agent", "helpers.runs_drain:steady", *extra]
     err = open(calls.with_suffix(f".{port}.err"), "wb") if calls is not None else None  # noqa: SIM115
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=err if err is not None else subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert proc.poll() is None, "streamwire serve exited"
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "streamwire serve did not start"
-                time.sleep(0.05)
-        yield proc
+        with serve_cli(*backend_flags(backend), "--run-lease", str(lease), "--log-level",
+                       "warning", "--heartbeat", "1", "--agent", "helpers.runs_drain:steady",
+                       *extra, port=port, env=env,
+                       stderr=err if err is not None else subprocess.DEVNULL,
+                       stop=signal.SIGKILL) as proc:
+            yield proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
         if err is not None:
             err.close()
 

@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import anyio
-import httpx
 
-from helpers.runs_server import SRC, TESTS, LogFactory
+from helpers.runs_server import LogFactory, backend_flags, serve_cli
 from helpers.server import REDIS_URL, Backend
 from streamwire.chat import Chat
 from streamwire.log.memory import MemoryLog
@@ -80,28 +76,7 @@ def serve_process(backend: Backend, agent: str, *, port: int, writer_timeout: fl
                   lease: float) -> Iterator[subprocess.Popen[bytes]]:
     """``streamwire serve`` with ``--writer-timeout`` as a subprocess on ``port`` (killed at exit
     if still running)."""
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{TESTS}"}
-    cmd = [sys.executable, "-m", "streamwire.cli", "serve", "--log", backend.spec,
-           "--redis-prefix", backend.prefix, "--port", str(port), "--token", "t0ken",
-           "--run-lease", str(lease), "--writer-timeout", str(writer_timeout),
-           "--log-level", "warning", "--heartbeat", "1", "--agent", agent]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert proc.poll() is None, "streamwire serve exited"
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "streamwire serve did not start"
-                time.sleep(0.05)
+    with serve_cli(*backend_flags(backend), "--run-lease", str(lease), "--writer-timeout",
+                   str(writer_timeout), "--log-level", "warning", "--heartbeat", "1",
+                   "--agent", agent, port=port, stderr=subprocess.DEVNULL) as proc:
         yield proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()

@@ -5,18 +5,14 @@ lifetime flags as a subprocess."""
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
 import httpx
 
-from helpers.runs_server import SRC, TESTS, LogFactory
+from helpers.runs_server import LogFactory, backend_flags, serve_cli
 from helpers.server import Backend
 from streamwire.cli.serve import open_log
 from streamwire.frames import StreamFrame, UnknownFrame, decode_stream_frame
@@ -60,33 +56,10 @@ async def wait_for(client: httpx.AsyncClient, path: str, status: int, limit: flo
 @contextlib.contextmanager
 def serve(backend: Backend, port: int, *flags: str) -> Iterator[subprocess.Popen[bytes]]:
     """``streamwire serve`` on ``port`` with the test agents and ``flags`` (stopped at exit)."""
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{TESTS}"}
-    cmd = [sys.executable, "-m", "streamwire.cli", "serve", "--log", backend.spec,
-           "--redis-prefix", backend.prefix, "--port", str(port), "--token", "t0ken",
-           "--log-level", "warning", "--agent", "helpers.runs_agents:echo",
-           "--agent", "helpers.runs_agents:pauser", *flags]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert proc.poll() is None, (proc.stderr.read() if proc.stderr else b"").decode()
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "streamwire serve did not start"
-                time.sleep(0.05)
+    with serve_cli(*backend_flags(backend), "--log-level", "warning",
+                   "--agent", "helpers.runs_agents:echo", "--agent", "helpers.runs_agents:pauser",
+                   *flags, port=port) as proc:
         yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
 
 
 def json_of(answer: httpx.Response) -> Any:

@@ -12,9 +12,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import PIPE
 from typing import Any
 
 import httpx
@@ -66,22 +67,19 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve_process(backend: Backend, agents: list[str], *, port: int, lease: float = 30.0,
-                  calls: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """``streamwire serve`` as a subprocess on ``port`` (killed at exit if still running)."""
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{TESTS}"}
-    if calls is not None:
-        env["RUNS_TEST_CALLS"] = str(calls)
-    cmd = [sys.executable, "-m", "streamwire.cli", "serve", "--log", backend.spec,
-           "--redis-prefix", backend.prefix, "--port", str(port), "--token", "t0ken",
-           "--run-lease", str(lease), "--log-level", "warning", "--heartbeat", "1"]
-    for agent in agents:
-        cmd += ["--agent", agent]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def serve_cli(*args: str, port: int, env: Mapping[str, str] | None = None, stderr: Any = PIPE,
+              stop: signal.Signals = signal.SIGTERM) -> Iterator[subprocess.Popen[bytes]]:
+    """``streamwire serve --port PORT ARGS`` as a subprocess of this checkout's code (``env``:
+    its whole environment; default this one with ``PYTHONPATH`` set), ready once it answers;
+    at exit sent ``stop`` if still running (SIGKILL: at once; else waited 15 s, then killed)."""
+    env = env if env is not None else {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{TESTS}"}
+    cmd = [sys.executable, "-m", "streamwire.cli", "serve", "--port", str(port), *args]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         deadline = time.monotonic() + 20
         while True:
-            assert proc.poll() is None, (proc.stderr.read() if proc.stderr else b"").decode()
+            assert proc.poll() is None, (
+                proc.stderr.read() if proc.stderr else b"streamwire serve exited").decode()
             try:
                 httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=1)
                 break
@@ -91,14 +89,34 @@ def serve_process(backend: Backend, agents: list[str], *, port: int, lease: floa
         yield proc
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+            proc.send_signal(stop)
             try:
-                proc.wait(15)
+                proc.wait(0 if stop == signal.SIGKILL else 15)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def backend_flags(backend: Backend) -> list[str]:
+    """``serve``'s flags for ``backend``'s log, with the tests' token."""
+    return ["--log", backend.spec, "--redis-prefix", backend.prefix, "--token", "t0ken"]
+
+
+@contextlib.contextmanager
+def serve_process(backend: Backend, agents: list[str], *, port: int, lease: float = 30.0,
+                  calls: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """``streamwire serve`` with ``agents`` as a subprocess on ``port``."""
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{TESTS}"}
+    if calls is not None:
+        env["RUNS_TEST_CALLS"] = str(calls)
+    flags = [*backend_flags(backend), "--run-lease", str(lease), "--log-level", "warning",
+             "--heartbeat", "1"]
+    for agent in agents:
+        flags += ["--agent", agent]
+    with serve_cli(*flags, port=port, env=env) as proc:
+        yield proc
 
 
 AUTH = {"Authorization": "Bearer t0ken"}
