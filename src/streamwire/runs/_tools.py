@@ -145,10 +145,18 @@ class ToolCall:
         entry = next((p for p in run.pending_tools if p.get("toolCallId") == call_id), None)
         if entry is None:
             raise UsageError(f"run {run.run_id!r} waits for no tool call {call_id!r}")
-        call = cls(run, str(entry.get("toolName")), call_id, None)
-        call.input = entry.get("input")
-        call._calls[call_id] = ("approval-requested" if entry.get("kind") == "approval"
-                                else "input-available")
+        return cls.at(run, call_id, str(entry.get("toolName")), entry.get("input"),
+                      "approval-requested" if entry.get("kind") == "approval"
+                      else "input-available")
+
+    @classmethod
+    def at(cls, run: ChatEmitter, call_id: str, name: str, input: Any,
+           state: ToolCallState = "input-available") -> ToolCall:
+        """The call ``call_id`` whose events up to ``state`` were already emitted (by a model
+        relay, or before a pause), to go on with: an output, an approval request..."""
+        call = cls(run, name, call_id, None)
+        call.input = input
+        call._calls[call_id] = state
         return call
 
     @classmethod
