@@ -41,9 +41,9 @@ def test_the_docs_have_blocks_to_run() -> None:
 
 
 @pytest.mark.parametrize("block", PLAIN, ids=[b.id for b in PLAIN])
-def test_docs_example_runs(block: Block, capsys: pytest.CaptureFixture[str],
-                        monkeypatch: pytest.MonkeyPatch) -> None:
-    run_plain(block, monkeypatch)
+def test_docs_example_runs(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                           capsys: pytest.CaptureFixture[str]) -> None:
+    run_plain(block, tmp_path, monkeypatch)
     capsys.readouterr()
 
 

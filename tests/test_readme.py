@@ -51,5 +51,5 @@ def test_readme_block_runs(block: Block, tmp_path: Path, monkeypatch: pytest.Mon
     if block.kind == "client":
         run_client(block, tmp_path, monkeypatch)
     else:
-        run_plain(block, monkeypatch)
+        run_plain(block, tmp_path, monkeypatch)
         capsys.readouterr()

@@ -150,8 +150,9 @@ def block_env(block: Block, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
             purge_redis_keys(values["STREAMWIRE_REDIS_PREFIX"])
 
 
-def run_plain(block: Block, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Execute a plain block in this process."""
+def run_plain(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Execute a plain block in this process, in the test's directory."""
+    monkeypatch.chdir(tmp_path)
     with block_env(block, monkeypatch):
         exec(compile(block.source, str(block.path) + f":{block.line}", "exec"),
              {"__name__": "docs_example"})
