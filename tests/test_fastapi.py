@@ -1,5 +1,6 @@
-"""The README's FastAPI host app, exactly as written there, as a real server process: uvicorn and
-granian, a real reader attached, a real SIGINT / SIGTERM; its OpenAPI document and routing errors."""
+"""The FastAPI host app of docs/guides/fastapi.md, exactly as written there, as a real server
+process: uvicorn and granian, a real reader attached, a real SIGINT / SIGTERM; its OpenAPI
+document and routing errors."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from streamwire.frames import CaughtUpFrame, ChunkFrame, FailFrame
 
 pytestmark = pytest.mark.anyio
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-HOST_APP = re.search(r"<!-- fastapi-host[^>]*-->\n```python\n(.*?)```", README.read_text(), re.S)
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "fastapi.md"
+HOST_APP = re.search(r"<!-- fastapi-host[^>]*-->\n```python\n(.*?)```", GUIDE.read_text(), re.S)
 BIN = Path(sys.executable).parent
 TOKEN = "fastapi-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -29,7 +30,7 @@ GRACE = 5.0  # create_app's default shutdown_grace_period
 
 @pytest.fixture
 def host(tmp_path: Path) -> Path:
-    assert HOST_APP is not None, "the README lost its FastAPI host app block"
+    assert HOST_APP is not None, "docs/guides/fastapi.md lost its FastAPI host app block"
     (tmp_path / "host.py").write_text(HOST_APP.group(1))
     return tmp_path
 

@@ -43,8 +43,10 @@ class ChatReplyDecoder:
     """Frames of a run's stream in, ``SSEEvent``s of the ``Chat`` contract out (module docstring).
 
     Args:
-        message_id, user_message_id: the ids ``done`` carries when the reply sent no
-            ``message_start`` (whose ``assistantMessageId`` / ``userMessageId`` win).
+        message_id: the id ``done`` carries when the reply sent no ``message_start`` (whose
+            ``assistantMessageId`` wins).
+        user_message_id: likewise, the user message's (``message_start``'s ``userMessageId``
+            wins).
         contract: the events passed on: ``Chat``'s, or those of a contract extending it.
     """
 

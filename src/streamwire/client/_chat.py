@@ -50,8 +50,8 @@ class AsyncChatReply:
     Args:
         client: the client (not closed by the reply).
         url: the run's wire v2 stream (``/runs/{id}/sse`` or ``/streams/{id}/sse``).
-        message_id, user_message_id: the ids ``done`` carries if the reply sends no
-            ``message_start``.
+        message_id: the id ``done`` carries if the reply sends no ``message_start``.
+        user_message_id: likewise, the user message's.
         options: the resumable reader's ``StreamOptions``.
     """
 

@@ -53,7 +53,8 @@ class AsyncProducer(ProducerBase):
         base_url: the server (``http://127.0.0.1:8000``), routes are ``streams/{id}/...`` below it.
         stream_id: the stream to write (created beforehand, e.g. ``PUT /streams/{id}``).
         producer_id: this producer's id (default: a random one).
-        epoch, seq: where this producer starts (a restarted producer: a higher epoch, seq 0).
+        epoch: where this producer starts (a restarted producer: a higher epoch, seq 0).
+        seq: the first sequence number of ``epoch``.
         retry: the backoff and caps for retries (default ``DEFAULT_PRODUCER_RETRY``).
         token: sent as ``Authorization: Bearer``; headers: extra request headers.
         keepalive_interval: seconds of idleness between keepalives (None: none).

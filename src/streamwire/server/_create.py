@@ -68,9 +68,9 @@ def create_app(
         allow_anonymous_writes: anyone who reaches the server may write (development, or a
             server behind its own gateway).
         heartbeat_interval: seconds between heartbeat comments on a quiet SSE stream (None: off).
-        max_connections, max_connections_per_stream: streaming connection caps (503 / 429 past
-            them): every reader counts, of a stream, a run, a chat reply or an ``SSEResponse``
-            given ``engine=app.engine``.
+        max_connections: the streaming connection cap (503 past it): every reader counts, of
+            a stream, a run, a chat reply or an ``SSEResponse`` given ``engine=app.engine``.
+        max_connections_per_stream: the cap per stream (429 past it).
         send_timeout: seconds one write may stay blocked before the consumer is evicted.
         fanout: let the caught-up readers of a stream share one log reader, whose frames are
             encoded once and written to all of them in one pass (``streamwire.server._fanout``;
@@ -80,7 +80,9 @@ def create_app(
             it is evicted (it re-attaches from its cursor).
         cors_origins: origins allowed to read and write from a browser (``"*"`` for any).
         expose_errors: put the text of unexpected exceptions in error answers (development only).
-        max_body_size, max_batch_chunks, max_stream_id_length: request limits (413 / 400).
+        max_body_size: a request body's bytes (413 past it).
+        max_batch_chunks: chunks in one ``POST /chunks`` (413 past it).
+        max_stream_id_length: a stream id's characters (400 past it).
         shutdown_grace_period: seconds ``drain()`` waits for connections to close.
         retry_after: the ``Retry-After`` seconds sent with every 429 and 503.
         retry: an SSE ``retry:`` (milliseconds) sent first on every stream, for browser readers.

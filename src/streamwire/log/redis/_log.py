@@ -145,8 +145,9 @@ class RedisLog(RedisReading):
     Args:
         url: a redis-py URL (``redis://host:port/db``, ``rediss://``, ``unix://``).
         prefix: prefix of every key and channel, so several logs can share one database.
-        max_chunks_per_stream, max_bytes_per_stream: retention; older chunks are trimmed and the
-            floor moves (readers below it get ``truncated``).
+        max_chunks_per_stream: retention; older chunks are trimmed and the floor moves
+            (readers below it get ``truncated``).
+        max_bytes_per_stream: retention by bytes, likewise.
         max_chunk_size: one chunk's bytes (``LogLimitError`` above it).
         finished_ttl: seconds a finished stream is kept (0: forever); a week by default, the
             runs service's record retention, so a run's reply lasts as long as its record.
