@@ -126,7 +126,9 @@ class ReplayServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._loop is not None and self._stop is not None and self._thread is not None
+        assert self._loop is not None
+        assert self._stop is not None
+        assert self._thread is not None
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
 
@@ -135,8 +137,7 @@ async def _main(fixtures: Path) -> None:
     server = ReplayServer(fixtures)
     ready = threading.Event()
     task = asyncio.ensure_future(server.serve(ready))
-    while not ready.is_set():
-        await asyncio.sleep(0.01)
+    await asyncio.get_running_loop().run_in_executor(None, ready.wait)
     print(f"PORT {server.port}", flush=True)
     await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
     assert server._stop is not None

@@ -75,3 +75,23 @@ async def run_relay(call: Callable[[RunContext[Chat]], Awaitable[Completed]], *,
 
 def ui_types(ui: list[dict[str, Any]]) -> list[str]:
     return [chunk["type"] for chunk in ui]
+
+
+def assert_failed_in_users_words(relayed: Relayed, *, provider: str, kind: str,
+                                 words: str) -> None:
+    """The run failed ``PROVIDER_ERROR``: its open tool part was closed with ``words`` before
+    the end, the reply's ``error`` says ``words``, and no provider text reached anyone."""
+    assert relayed.status["status"] == "failed"
+    assert relayed.status["errorDetail"] == {"code": "PROVIDER_ERROR", "provider": provider,
+                                             "kind": kind}
+    assert relayed.status["error"] == words
+    name, data = relayed.events[-1]
+    assert name == "tool_output_error"
+    assert data["errorText"] == words
+    types = ui_types(relayed.ui)
+    assert types[-4:] == ["finish-step", "message-metadata", "error", "finish"]
+    assert relayed.ui[-2] == {"type": "error", "errorText": words}
+    assert relayed.ui[-3]["messageMetadata"]["error"]["code"] == "PROVIDER_ERROR"
+    assert relayed.ui[-1] == {"type": "finish", "finishReason": "error"}
+    everything = json.dumps([relayed.events, relayed.ui, relayed.status])
+    assert "internal trace" not in everything

@@ -10,7 +10,7 @@ Messages API's input (``pip install 'streamwire[anthropic]'``).
 
     async def chat(run: RunContext[Chat]) -> Completed:
         prompt = messages_from_ui(run.input["messages"])
-        async with client.messages.stream(model="claude-sonnet-4-5", max_tokens=1024,
+        async with client.messages.stream(model="claude-sonnet-4-6", max_tokens=1024,
                                           **prompt.kwargs()) as stream:
             return await relay(run, stream)
 
