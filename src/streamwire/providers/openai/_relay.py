@@ -130,11 +130,11 @@ class _State:
                 continue  # n > 1: the run's reply is the first choice
             delta = choice.delta
             if delta is not None:
-                # OpenAI-compatible servers (vLLM, DeepSeek, OpenRouter) stream reasoning so
-                reasoning = getattr(delta, "reasoning_content", None) or getattr(
-                    delta, "reasoning", None)
-                if isinstance(reasoning, str) and reasoning:
-                    await relay.reasoning(reasoning)
+                extra = delta.model_extra
+                if extra:  # OpenAI-compatible servers (vLLM, DeepSeek...) stream reasoning so
+                    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+                    if isinstance(reasoning, str) and reasoning:
+                        await relay.reasoning(reasoning)
                 if delta.content:
                     await relay.text(delta.content)
                 if delta.refusal:
