@@ -7,6 +7,9 @@ The first path segment names the fixture (``/chat_text/chat/completions`` serves
 ``anthropic`` (it appends ``/v1/messages``). ``/slow/<fixture>/...`` waits ``SLOW_DELAY``
 seconds between events. A response ends by closing the connection (``Connection: close``).
 
+A ``<fixture>.json`` instead (``{"status": 429, "body": {...}}``) answers with that status and
+JSON body: a request the provider refuses.
+
 ``server.requests`` holds each request's path and JSON body; ``server.cut`` the fixtures whose
 client closed the connection before the stream's end (what a stopped relay must do).
 
@@ -81,6 +84,15 @@ class ReplayServer:
             segments = path.strip("/").split("/")
             slow = segments[0] == "slow"
             name = segments[1] if slow else segments[0]
+            refusal = self.fixtures / f"{name}.json"
+            if refusal.exists():
+                answer = json.loads(refusal.read_text())
+                body = json.dumps(answer["body"]).encode()
+                writer.write(b"HTTP/1.1 %d Refused\r\ncontent-type: application/json\r\n"
+                             b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+                             % (answer["status"], len(body), body))
+                await writer.drain()
+                return
             writer.write(_HEAD)
             await self._replay(name, reader, writer, SLOW_DELAY if slow else 0.0)
         except (ConnectionError, asyncio.IncompleteReadError):

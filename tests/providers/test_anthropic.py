@@ -110,3 +110,25 @@ def test_stop_reasons_cover_the_sdk() -> None:
     from anthropic.types import StopReason
 
     assert set(STOP_REASONS) == set(get_args(StopReason))
+
+
+async def test_the_stream_manager_and_a_refused_request(replay: ReplayServer) -> None:
+    def stream_of(fixture: str) -> Any:
+        client = anthropic.AsyncAnthropic(base_url=f"{replay.base}/{fixture}", api_key="k",
+                                          max_retries=0)
+        return client.messages.stream(model="claude-sonnet-4-6", max_tokens=64,
+                                      messages=PROMPT)  # type: ignore[arg-type]
+
+    async def manager(ctx: RunContext[Chat]) -> Completed:
+        return await relay(ctx, stream_of("anthropic_length"))  # relay enters it
+
+    assert (await run_relay(manager)).text() == "Once upon a time"
+
+    async def refused(ctx: RunContext[Chat]) -> Completed:
+        return await relay(ctx, stream_of("anthropic_refused"))
+
+    relayed = await run_relay(refused)
+    assert relayed.status["errorDetail"] == {"code": "PROVIDER_ERROR", "provider": "anthropic",
+                                             "kind": "overloaded_error"}
+    assert relayed.ui[-2] == {"type": "error", "errorText": (
+        "The model is busy right now. Please send your message again in a moment.")}

@@ -187,3 +187,19 @@ async def test_relay_returns_the_turn(replay: ReplayServer) -> None:
         ("call_paris", "get_weather", {"city": "Paris"}),
         ("call_tokyo", "get_weather", {"city": "Tokyo"})]
     assert turn.finish_reason == "tool-calls"
+
+
+async def test_a_refused_request_is_the_relays_error_too(replay: ReplayServer) -> None:
+    async def call(ctx: RunContext[Chat]) -> Completed:
+        # not awaited: relay makes the request, so its refusal fails the run in user's words
+        return await relay(ctx, client(replay, "chat_refused").chat.completions.create(
+            model="gpt-4.1-mini", messages=PROMPT, stream=True))  # type: ignore[arg-type]
+
+    relayed = await run_relay(call)
+    assert relayed.events == []
+    assert relayed.status["status"] == "failed"
+    assert relayed.status["errorDetail"] == {"code": "PROVIDER_ERROR", "provider": "openai",
+                                             "kind": "rate_limit_exceeded"}
+    assert relayed.status["error"].startswith("The model is busy right now.")
+    assert relayed.status["recoverable"] is True
+    assert "org-123" not in str(relayed.status) + str(relayed.ui)

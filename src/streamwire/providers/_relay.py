@@ -10,8 +10,9 @@ an index, an item id), ``usage``; then ``completed`` with the finish reason, or 
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import AsyncIterable, Hashable, Mapping
-from typing import Any, Final, Literal, TypeAlias, final
+from typing import Any, Final, Literal, TypeAlias, cast, final
 
 import anyio
 import msgspec
@@ -27,6 +28,7 @@ __all__ = [
     "ToolCallRequest",
     "Turn",
     "close_quietly",
+    "open_stream",
 ]
 
 #: The AI SDK's ``finishReason`` vocabulary (``streamwire.aisdk.FinishReason``; providers sit
@@ -229,6 +231,18 @@ class Relay:
                 call.done = True
                 await call.tool.error(error.message)
         return error
+
+
+async def open_stream(source: Any) -> AsyncIterable[Any]:
+    """The stream ``source`` is or gives: an SDK stream as is, the stream an awaitable (the
+    SDK's ``create(..., stream=True)`` call, not yet awaited) returns, or the one an async
+    context manager (``client.messages.stream(...)``) enters; so that the provider's errors
+    on the request itself are the relay's too."""
+    if inspect.isawaitable(source):
+        source = await source
+    if not hasattr(source, "__aiter__") and hasattr(source, "__aenter__"):
+        source = await source.__aenter__()  # closing the stream is all its exit does
+    return cast(AsyncIterable[Any], source)
 
 
 async def close_quietly(stream: AsyncIterable[Any]) -> None:

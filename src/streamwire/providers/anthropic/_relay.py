@@ -7,7 +7,14 @@ from collections.abc import AsyncIterable
 from typing import Any, Final
 
 from ...runs import ChatEmitter, Completed
-from .._relay import FinishReason, ProviderError, Relay, close_quietly, error_kind
+from .._relay import (
+    FinishReason,
+    ProviderError,
+    Relay,
+    close_quietly,
+    error_kind,
+    open_stream,
+)
 
 try:
     import anthropic
@@ -34,10 +41,12 @@ _TRANSIENT: Final = frozenset({"overloaded_error", "rate_limit_error", "api_erro
                                "connection", "timeout"})
 
 
-async def relay(run: ChatEmitter, stream: AsyncIterable[Any]) -> Completed:
-    """Relay ``stream`` (``await client.messages.create(..., stream=True)``, or the
-    ``MessageStream`` of ``async with client.messages.stream(...) as stream``) into ``run``'s
-    chat events; returns the ``Completed`` whose ``output`` is the model's ``Turn`` and whose
+async def relay(run: ChatEmitter, stream: AsyncIterable[Any] | Any) -> Completed:
+    """Relay ``stream`` into ``run``'s chat events: the raw events of
+    ``client.messages.create(..., stream=True)`` (awaited or not: not yet awaited, an error
+    answering the request is the relay's too), or the SDK's ``MessageStream``
+    (``async with client.messages.stream(...) as stream``, or the ``stream(...)`` manager itself);
+    returns the ``Completed`` whose ``output`` is the model's ``Turn`` and whose
     ``usage`` is the call's.
 
     The relay sends no ``done``: a tool loop relays several calls into one run. The stream's
@@ -48,8 +57,10 @@ async def relay(run: ChatEmitter, stream: AsyncIterable[Any]) -> Completed:
             ``anthropic.APIError`` while reading (open tool parts are closed first).
     """
     state = _State(Relay(run, PROVIDER))
+    opened: AsyncIterable[Any] | None = None
     try:
-        async for event in stream:
+        opened = await open_stream(stream)
+        async for event in opened:
             kind = event.type
             if kind == "content_block_delta":  # the most frequent first
                 await state.delta(event)
@@ -62,7 +73,8 @@ async def relay(run: ChatEmitter, stream: AsyncIterable[Any]) -> Completed:
             PROVIDER, kind, provider_message=str(exc.message),
             recoverable=kind in _TRANSIENT or kind.startswith("http_5"))) from exc
     finally:
-        await close_quietly(stream)
+        if opened is not None:
+            await close_quietly(opened)
 
 
 def _api_error_kind(exc: anthropic.APIError) -> str:

@@ -7,7 +7,14 @@ from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any, Final
 
 from ...runs import ChatEmitter, Completed
-from .._relay import FinishReason, ProviderError, Relay, close_quietly, error_kind
+from .._relay import (
+    FinishReason,
+    ProviderError,
+    Relay,
+    close_quietly,
+    error_kind,
+    open_stream,
+)
 
 try:
     import openai
@@ -37,10 +44,12 @@ _TRANSIENT: Final = frozenset({"rate_limit_exceeded", "server_error", "connectio
                                "rate_limit_error", "overloaded", "server_is_overloaded"})
 
 
-async def relay(run: ChatEmitter, stream: AsyncIterable[Any]) -> Completed:
-    """Relay ``stream`` (``await client.chat.completions.create(..., stream=True,
-    stream_options={"include_usage": True})`` or ``await client.responses.create(...,
-    stream=True)``) into ``run``'s chat events; returns the ``Completed`` whose ``output`` is the
+async def relay(run: ChatEmitter, stream: AsyncIterable[Any] | Any) -> Completed:
+    """Relay ``stream`` into ``run``'s chat events: an ``openai`` async stream of Chat
+    Completions chunks (``client.chat.completions.create(..., stream=True,
+    stream_options={"include_usage": True})``) or of Responses events
+    (``client.responses.create(..., stream=True)``), awaited or not (not yet awaited, an error
+    answering the request is the relay's too). Returns the ``Completed`` whose ``output`` is the
     model's ``Turn`` (text, tool calls, finish reason) and whose ``usage`` is the call's.
 
     The relay sends no ``done``: a tool loop relays several calls into one run. The stream's
@@ -51,15 +60,18 @@ async def relay(run: ChatEmitter, stream: AsyncIterable[Any]) -> Completed:
             (open tool parts are closed first).
     """
     state = _State(Relay(run, PROVIDER))
+    opened: AsyncIterable[Any] | None = None
     try:
-        async for event in stream:
+        opened = await open_stream(stream)
+        async for event in opened:
             await state.feed(event)
         return await state.finish()
     except openai.APIError as exc:
         kind = exc.code or exc.type or _api_error_kind(exc)
         raise await state.relay.fail(_error(kind, str(exc.message))) from exc
     finally:
-        await close_quietly(stream)
+        if opened is not None:
+            await close_quietly(opened)
 
 
 def _api_error_kind(exc: openai.APIError) -> str:
