@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import AsyncIterable, Hashable, Mapping
+from collections.abc import AsyncIterable, Awaitable, Callable, Hashable, Mapping
 from typing import Any, Final, Literal, TypeAlias, cast, final
 
 import anyio
@@ -28,6 +28,7 @@ __all__ = [
     "ToolCallRequest",
     "Turn",
     "close_quietly",
+    "drive",
     "open_stream",
 ]
 
@@ -231,6 +232,25 @@ class Relay:
                 call.done = True
                 await call.tool.error(error.message)
         return error
+
+
+async def drive(relay: Relay, source: Any, feed: Callable[[Any], Awaitable[None]],
+                finish: Callable[[], Awaitable[Completed]], errors: type[Exception],
+                to_error: Callable[[Any], ProviderError]) -> Completed:
+    """Open ``source`` (``open_stream``), ``feed`` each of its events, then ``finish``; an
+    exception of the SDK's ``errors`` class is failed as ``to_error(exc)`` (``Relay.fail``);
+    the stream is closed however it ends (``close_quietly``)."""
+    opened: AsyncIterable[Any] | None = None
+    try:
+        opened = await open_stream(source)
+        async for event in opened:
+            await feed(event)
+        return await finish()
+    except errors as exc:
+        raise await relay.fail(to_error(exc)) from exc
+    finally:
+        if opened is not None:
+            await close_quietly(opened)
 
 
 async def open_stream(source: Any) -> AsyncIterable[Any]:

@@ -11,9 +11,8 @@ from .._relay import (
     FinishReason,
     ProviderError,
     Relay,
-    close_quietly,
+    drive,
     error_kind,
-    open_stream,
 )
 
 try:
@@ -57,24 +56,14 @@ async def relay(run: ChatEmitter, stream: AsyncIterable[Any] | Any) -> Completed
             ``anthropic.APIError`` while reading (open tool parts are closed first).
     """
     state = _State(Relay(run, PROVIDER))
-    opened: AsyncIterable[Any] | None = None
-    try:
-        opened = await open_stream(stream)
-        async for event in opened:
-            kind = event.type
-            if kind == "content_block_delta":  # the most frequent first
-                await state.delta(event)
-            elif kind in _HANDLED:
-                await getattr(state, kind)(event)
-        return await state.relay.completed(STOP_REASONS.get(state.raw or "", "other"), state.raw)
-    except anthropic.APIError as exc:
-        kind = _api_error_kind(exc)
-        raise await state.relay.fail(ProviderError(
-            PROVIDER, kind, provider_message=str(exc.message),
-            recoverable=kind in _TRANSIENT or kind.startswith("http_5"))) from exc
-    finally:
-        if opened is not None:
-            await close_quietly(opened)
+    return await drive(state.relay, stream, state.feed, state.finish, anthropic.APIError,
+                       _failure)
+
+
+def _failure(exc: anthropic.APIError) -> ProviderError:
+    kind = _api_error_kind(exc)
+    return ProviderError(PROVIDER, kind, provider_message=str(exc.message),
+                         recoverable=kind in _TRANSIENT or kind.startswith("http_5"))
 
 
 def _api_error_kind(exc: anthropic.APIError) -> str:
@@ -97,14 +86,25 @@ _HANDLED: Final = frozenset({"message_start", "content_block_start", "content_bl
 
 
 class _State:
-    __slots__ = ("blocks", "input_tokens", "raw", "relay", "usage_start")
+    __slots__ = ("blocks", "feed", "raw", "relay", "usage_start")
 
     def __init__(self, relay: Relay) -> None:
         self.relay = relay
         self.raw: str | None = None
+        self.feed = self._feed
         self.usage_start: Any = None
         #: content block index -> its type
         self.blocks: dict[int, str] = {}
+
+    async def _feed(self, event: Any) -> None:
+        kind = event.type
+        if kind == "content_block_delta":  # the most frequent first
+            await self.delta(event)
+        elif kind in _HANDLED:
+            await getattr(self, kind)(event)
+
+    async def finish(self) -> Completed:
+        return await self.relay.completed(STOP_REASONS.get(self.raw or "", "other"), self.raw)
 
     async def message_start(self, event: Any) -> None:
         self.usage_start = event.message.usage

@@ -11,9 +11,8 @@ from .._relay import (
     FinishReason,
     ProviderError,
     Relay,
-    close_quietly,
+    drive,
     error_kind,
-    open_stream,
 )
 
 try:
@@ -60,18 +59,11 @@ async def relay(run: ChatEmitter, stream: AsyncIterable[Any] | Any) -> Completed
             (open tool parts are closed first).
     """
     state = _State(Relay(run, PROVIDER))
-    opened: AsyncIterable[Any] | None = None
-    try:
-        opened = await open_stream(stream)
-        async for event in opened:
-            await state.feed(event)
-        return await state.finish()
-    except openai.APIError as exc:
-        kind = exc.code or exc.type or _api_error_kind(exc)
-        raise await state.relay.fail(_error(kind, str(exc.message))) from exc
-    finally:
-        if opened is not None:
-            await close_quietly(opened)
+    return await drive(state.relay, stream, state.feed, state.finish, openai.APIError, _failure)
+
+
+def _failure(exc: openai.APIError) -> ProviderError:
+    return _error(exc.code or exc.type or _api_error_kind(exc), str(exc.message))
 
 
 def _api_error_kind(exc: openai.APIError) -> str:
