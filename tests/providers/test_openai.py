@@ -203,3 +203,29 @@ async def test_a_refused_request_is_the_relays_error_too(replay: ReplayServer) -
     assert relayed.status["error"].startswith("The model is busy right now.")
     assert relayed.status["recoverable"] is True
     assert "org-123" not in str(relayed.status) + str(relayed.ui)
+
+
+async def test_a_compatible_servers_reasoning_and_a_refusal(replay: ReplayServer) -> None:
+    relayed = await chat(replay, "chat_reasoning")
+    assert relayed.events == [("reasoning", {"chunk": "Two plus two "}),
+                              ("reasoning", {"chunk": "is four."}), ("reasoning", {"done": True}),
+                              ("chunk", {"chunk": "4"})]
+    assert "usage" not in relayed.status  # the server sent none
+    refused = await chat(replay, "chat_refusal")
+    assert refused.text() == "I can't help with that."
+    assert refused.status["output"]["finishReason"] == "content-filter"
+    assert refused.status["output"]["rawFinishReason"] == "stop"
+
+
+async def test_tool_input_that_is_not_json(replay: ReplayServer) -> None:
+    relayed = await chat(replay, "chat_bad_args")
+    assert relayed.names() == ["tool_input_start", "tool_input_delta", "tool_output_error"]
+    assert relayed.events[-1][1] == {
+        "toolCallId": "call_paris",
+        "errorText": "The model sent this tool call's input as invalid JSON."}
+    output = relayed.status["output"]
+    assert output["finishReason"] == "length"
+    assert output["toolCalls"] == [{
+        "toolCallId": "call_paris", "toolName": "get_weather", "input": '{"city": "Par',
+        "error": "The model sent this tool call's input as invalid JSON."}]
+    assert "tool-output-error" in ui_types(relayed.ui)
