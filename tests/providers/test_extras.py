@@ -53,3 +53,18 @@ def test_chat_finish_reasons_cover_the_sdk() -> None:
     literal = Choice.model_fields["finish_reason"].annotation
     (inner, _none) = get_args(literal)
     assert set(CHAT_FINISH_REASONS) == set(get_args(inner))
+
+
+@pytest.mark.parametrize("package", ["streamwire.providers", "streamwire.providers.openai",
+                                     "streamwire.providers.anthropic"])
+def test_public_objects_report_a_public_module(package: str) -> None:
+    import importlib
+
+    module = importlib.import_module(package)
+    names = list(module.__all__)
+    assert names == sorted(names, key=lambda n: (not n.isupper(), n))
+    private = {name: obj.__module__ for name in module.__all__
+               if isinstance(obj := getattr(module, name), type) or (
+                   callable(obj) and hasattr(obj, "__code__"))
+               if any(part.startswith("_") for part in obj.__module__.split("."))}
+    assert private == {}
