@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "log": 5,
     "runs": 6,
     "aisdk": 7,
+    "providers": 7,
     "server": 8,
     "client": 8,
     "testing": 8,
