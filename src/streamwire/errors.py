@@ -24,8 +24,9 @@
     │  ├─ RunNotFoundError           no run with that id (status_hint 404)
     │  ├─ UnknownAgentError          no agent with that name; .agents lists the served ones (404)
     │  ├─ RunConflictError           the run id (or resume id) is taken by another body (409)
-    │  └─ RunStateError              the run's status forbids it, e.g. resuming a running run (409)
-    │     └─ PauseExpiredError       the paused run's stream expired before this resume (410)
+    │  ├─ RunStateError              the run's status forbids it, e.g. resuming a running run (409)
+    │  │  └─ PauseExpiredError       the paused run's stream expired before this resume (410)
+    │  └─ ToolAnswerError            a resume's toolAnswers do not answer the calls the run waits for (422)
     ├─ ResponseStatusError           (client) the server answered with an error status or not SSE
     └─ RetriesExhaustedError         (client) re-attaching hit a cap; .attempts, .elapsed, .last_error
 
@@ -62,6 +63,7 @@ __all__ = [
     "StreamStateError",
     "StreamTruncatedError",
     "StreamwireError",
+    "ToolAnswerError",
     "UnknownAgentError",
     "UsageError",
 ]
@@ -317,3 +319,11 @@ class PauseExpiredError(RunStateError):
         super().__init__(message or f"run {run_id!r} was paused too long: its stream expired"
                          f"{after} (paused_ttl) and the run failed PAUSE_EXPIRED; start a new run")
         self.run_id = run_id
+
+
+class ToolAnswerError(RunError):
+    """A resume's ``toolAnswers`` do not answer the tool calls the paused run waits for (its
+    ``pendingTools``): an unknown call, a wrong approval id, an approval without ``approved``, a
+    client tool's answer without ``output`` or ``errorText``. The run stays paused (422)."""
+
+    status_hint = 422

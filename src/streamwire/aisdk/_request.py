@@ -14,7 +14,11 @@ new message -- the last user message -- is taken from it: the history is the ser
   the thread's reply to that user message), so a retried regenerate joins its run and the next
   regenerate (of the new reply) is a new one;
 * the reply's assistant message id is ``<run id>-assistant``: the POST and every resume send the
-  same one in ``start``, so a resumed reply replaces the message instead of appending a copy.
+  same one in ``start``, so a resumed reply replaces the message instead of appending a copy;
+* a body whose last message is that assistant message continues its run (``continues``): the
+  SDK resends after ``addToolApprovalResponse`` or ``addToolOutput``, and ``tool_answers`` are
+  the message's answered tool parts as a resume's ``toolAnswers`` (``streamwire.runs``), to be
+  checked against what the run waits for.
 
 Chat ids live in their own part of the stream id space: every id beginning ``chat:``
 (``CHAT_PREFIX``) is the chat routes' -- a chat's index stream ``chat:<chat id>`` and its runs
@@ -30,7 +34,7 @@ from typing import Any, Final, cast, final
 import msgspec
 
 __all__ = ["CHAT_ID_CHARS", "CHAT_PREFIX", "MAX_CHAT_ID_LENGTH", "ChatRequest",
-           "assistant_message_id", "chat_stream_id", "check_chat_id"]
+           "assistant_message_id", "chat_stream_id", "check_chat_id", "tool_answers"]
 
 #: Characters of a chat id (a URL path segment and part of a stream id in every backend).
 CHAT_ID_CHARS: Final = frozenset(
@@ -60,9 +64,12 @@ def chat_stream_id(chat_id: str) -> str:
     return f"{CHAT_PREFIX}{chat_id}"
 
 
+_ASSISTANT_SUFFIX: Final = "-assistant"
+
+
 def assistant_message_id(run_id: str) -> str:
     """The id of the assistant message a chat run answers with."""
-    return f"{run_id}-assistant"
+    return f"{run_id}{_ASSISTANT_SUFFIX}"
 
 
 _decode_body: Final = msgspec.json.Decoder(dict[str, Any]).decode
@@ -102,6 +109,10 @@ class ChatRequest(msgspec.Struct, frozen=True):
     #: ``regenerate-message``: the id of the reply to replace, when the body names one
     replaces: str | None
     extra: dict[str, Any]
+    #: the run the body continues (its last message is that run's assistant message), if any
+    continues: str | None = None
+    #: that message's answered tool parts, as a resume's ``toolAnswers``
+    tool_answers: tuple[dict[str, Any], ...] = ()
 
     @property
     def regenerate(self) -> bool:
@@ -169,5 +180,49 @@ class ChatRequest(msgspec.Struct, frozen=True):
                 _encode([chat_id, prompt])).hexdigest()[:16]
         replaces = fields.get("messageId") if trigger == "regenerate-message" else None
         extra = {k: v for k, v in fields.items() if k not in _TRANSPORT_FIELDS}
+        last = messages[-1]
+        continues = _continued_run(chat_id, last) if trigger == "submit-message" else None
         return cls(chat_id, trigger, user, user_id, prompt,
-                   replaces if isinstance(replaces, str) and replaces else None, extra)
+                   replaces if isinstance(replaces, str) and replaces else None, extra,
+                   continues, tool_answers(last) if continues is not None else ())
+
+
+def _continued_run(chat_id: str, message: dict[str, Any]) -> str | None:
+    """The run whose assistant message ``message`` is (one of this chat's), else None."""
+    message_id = message.get("id")
+    if message.get("role") != "assistant" or not isinstance(message_id, str):
+        return None
+    run_id = message_id.removesuffix(_ASSISTANT_SUFFIX)
+    if run_id == message_id or not run_id.startswith(f"{CHAT_PREFIX}{chat_id}:"):
+        return None
+    return run_id
+
+
+def tool_answers(message: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The answered tool parts of a UI message as ``toolAnswers``: an approval the user
+    answered (``approval-responded``: ``approvalId``, ``approved``, ``reason``), a client tool's
+    output (``output-available``) or error (``output-error``). Whether the run waits for them is
+    the run's to check."""
+    parts: object = message.get("parts")
+    out: list[dict[str, Any]] = []
+    for item in cast("list[object]", parts) if isinstance(parts, list) else []:
+        if not isinstance(item, dict):
+            continue
+        part = cast("dict[str, Any]", item)
+        kind, call_id, state = part.get("type"), part.get("toolCallId"), part.get("state")
+        if not (isinstance(kind, str) and kind.startswith(("tool-", "dynamic-tool"))
+                and isinstance(call_id, str)):
+            continue
+        approval: object = part.get("approval")
+        if state == "approval-responded" and isinstance(approval, dict):
+            answer = cast("dict[str, Any]", approval)
+            entry = {"toolCallId": call_id, "approvalId": answer.get("id"),
+                     "approved": answer.get("approved")}
+            if isinstance(answer.get("reason"), str):
+                entry["reason"] = answer["reason"]
+            out.append(entry)
+        elif state == "output-available":
+            out.append({"toolCallId": call_id, "output": part.get("output")})
+        elif state == "output-error":
+            out.append({"toolCallId": call_id, "errorText": str(part.get("errorText", ""))})
+    return tuple(out)

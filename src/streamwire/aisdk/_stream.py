@@ -80,7 +80,8 @@ from ._mapping import (
 )
 from ._words import reply_error_code, reply_error_words
 
-__all__ = ["EventPosition", "UIMessageStreamEncoder", "format_event_id", "parse_event_id"]
+__all__ = ["EventPosition", "UIMessageStreamEncoder", "after_chunk", "format_event_id",
+           "parse_event_id"]
 
 #: A UI event's place in a run's stream: (chunk sequence, index among that chunk's UI events).
 EventPosition = tuple[int, int]
@@ -94,6 +95,12 @@ _DECODE_ANY: Final = msgspec.json.Decoder().decode
 def format_event_id(position: EventPosition) -> str:
     """``(7, 0)`` -> ``"7"``, ``(7, 2)`` -> ``"7.2"``."""
     return encode_event_id(*position).decode()
+
+
+def after_chunk(sequence: int) -> str:
+    """The event id past every event of chunk ``sequence``: an encoder given it as ``after``
+    encodes the later chunks only (a paused reply's continuation)."""
+    return format_event_id((sequence, 10**_MAX_ID_DIGITS - 1))
 
 
 def parse_event_id(text: str) -> EventPosition:

@@ -28,8 +28,8 @@ from ..log import RecordStore, StoredRecord
 from ..log._records import RUNNING
 from ._assemble import UIMessageAssembler
 
-__all__ = ["THREAD_KIND", "Thread", "ThreadStore", "UIMessageAssembler", "place_reply",
-           "place_user_message"]
+__all__ = ["THREAD_KIND", "Thread", "ThreadStore", "UIMessageAssembler", "mark_answers",
+           "place_reply", "place_user_message"]
 
 #: The record kind of threads.
 THREAD_KIND: Final = "thread"
@@ -91,6 +91,35 @@ def place_user_message(thread: Thread, message: Mapping[str, Any]) -> bool:
     if not thread.title:
         thread.title = _text_of(stored)[:_TITLE_LENGTH]
     return True
+
+
+def mark_answers(message: dict[str, Any], resume_input: Any) -> dict[str, Any]:
+    """``message`` with its answered approvals as useChat holds them after
+    ``addToolApprovalResponse``: ``approval.approved`` (the call ran: true; it was denied: false)
+    and the ``reason`` the last resume's ``toolAnswers`` gave. The stream carries no answer: a
+    fold of it alone (``readUIMessageStream``) has the approval's id only."""
+    given: dict[str, Any] = {}
+    if isinstance(resume_input, dict):
+        answers: object = cast("dict[str, Any]", resume_input).get("toolAnswers")
+        for answer in cast("list[object]", answers) if isinstance(answers, list) else []:
+            if isinstance(answer, dict):
+                given[str(cast("dict[str, Any]", answer).get("toolCallId"))] = answer
+    parts: list[dict[str, Any]] = message.get("parts", [])
+    for part in parts:
+        approval: object = part.get("approval")
+        if not isinstance(approval, dict):
+            continue
+        fields = cast("dict[str, Any]", approval)
+        state = part.get("state")
+        if "approved" in fields or state not in ("output-available", "output-error",
+                                                 "output-denied"):
+            continue
+        fields["approved"] = state != "output-denied"
+        reason: object = cast("dict[str, Any]", given.get(str(part.get("toolCallId")), {})
+                              ).get("reason")
+        if isinstance(reason, str):
+            fields["reason"] = reason
+    return message
 
 
 def place_reply(thread: Thread, user_message_id: str, message: dict[str, Any]) -> bool:

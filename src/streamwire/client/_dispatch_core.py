@@ -21,6 +21,7 @@ from ..errors import (
     RunNotFoundError,
     RunStateError,
     StreamwireError,
+    ToolAnswerError,
     UnknownAgentError,
 )
 from ..frames import (
@@ -73,6 +74,8 @@ def error_for(status: int, body: bytes, what: str) -> StreamwireError:
         return _ERRORS.get(str(data.get("code")), RunConflictError)(message)
     if status == 410 and data.get("code") == "PauseExpiredError":
         return PauseExpiredError(what, message=message)
+    if status == 422 and data.get("code") == "ToolAnswerError":
+        return ToolAnswerError(message)
     return ResponseStatusError(f"HTTP {status}: {message}", status_code=status,
                                retryable=retryable_status(status))
 

@@ -13,7 +13,9 @@ stream underneath (the remote-agent protocol of wire v2, ``../shared/seeds/000_*
 A chat agent calls tools with ``await run.tool_call(name, input, execute=...)`` (the call's
 chat events, in the order the AI SDK's tool part needs; ``ToolCall`` event by event) and moves to
 the next step of its tool loop with ``run.next_step()`` (``step_finish``/``step_start`` go out
-with its next emit).
+with its next emit). ``needs_approval=True`` pauses the run until the user answers, and
+``execute=None`` until the client sends the tool's output (``_approvals``): the answer resumes
+the same run, the reply goes on in the same assistant message.
 
 A run's chunks go to the stream whose id is the run id; its record (status ``running``,
 ``paused``, ``completed``, ``interrupted`` or ``failed``, the input, output, state, usage, error
@@ -38,6 +40,7 @@ that ignores its cancellation is abandoned ``stop_grace`` seconds after a stop (
 from __future__ import annotations
 
 from .._public import publish
+from ._approvals import ToolAnswer, ToolDenied
 from ._context import Agent, AgentError, Completed, Paused, RunContext, load_agent
 from ._options import AgentOptions, agent_options
 from ._outcome import RunOutcome, outcome_from_status, outcome_from_terminal
@@ -76,8 +79,10 @@ __all__ = [
     "RunStatus",
     "RunStore",
     "Runs",
+    "ToolAnswer",
     "ToolCall",
     "ToolCallError",
+    "ToolDenied",
     "agent_options",
     "load_agent",
     "outcome_from_status",

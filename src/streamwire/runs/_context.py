@@ -4,7 +4,7 @@ and the ``Agent`` type."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -25,6 +25,7 @@ from ..contract import BoundEvent, Contract, Message
 from ..errors import PayloadError, RunEndedError, UsageError
 from ..frames import decode_message_chunk, encode_message_chunk
 from ..log import StreamLog
+from ._approvals import ToolAnswer, read_answers
 
 if TYPE_CHECKING:
     from ._tools import ChatEmitter
@@ -47,9 +48,11 @@ class Completed(msgspec.Struct, frozen=True):
 @final
 class Paused(msgspec.Struct, frozen=True):
     """Return it from an agent to pause the run: the stream ends ``end{paused, state}``, and
-    ``POST /runs/{id}/resume`` calls the agent again with ``run.state`` and ``run.resume_input``."""
+    ``POST /runs/{id}/resume`` calls the agent again with ``run.state`` and ``run.resume_input``.
+    ``tools``: the tool calls it waits for (``run.pause`` fills it in; ``_approvals``)."""
 
     state: Any = None
+    tools: list[dict[str, Any]] | None = None
 
 
 class AgentError(Exception):
@@ -90,14 +93,15 @@ class RunContext(Generic[C]):
     adds no empty step.
     """
 
-    __slots__ = ("_boundary", "_chat", "_contract", "_ended", "_log", "_reply_error", "_tool_calls",
-                 "agent", "attempt", "input", "resume_input", "resumed", "run_id", "state", "step",
-                 "stream_id", "user")
+    __slots__ = ("_answers", "_boundary", "_chat", "_contract", "_ended", "_log", "_pending",
+                 "_reply_error", "_tool_calls", "agent", "attempt", "input", "pending_tools",
+                 "resume_input", "resumed", "run_id", "state", "step", "stream_id", "user")
 
     def __init__(self, log: StreamLog, *, run_id: str, agent: str, stream_id: str, input: Any,
                  state: Any = None, resume_input: Any = None, resumed: bool = False,
                  step: int = 0, contract: type[Contract] | None = None,
-                 attempt: int = 1, user: str | None = None) -> None:
+                 attempt: int = 1, user: str | None = None,
+                 pending_tools: Sequence[Mapping[str, Any]] | None = None) -> None:
         self._log = log
         self._contract = contract
         self._chat = contract is not None and issubclass(contract, Chat)
@@ -118,6 +122,16 @@ class RunContext(Generic[C]):
         #: down: ``Runs(run_retries=)``), ...: with ``run_id``, the key of idempotent effects.
         self.attempt = attempt
         self.user = user
+        #: The tool calls the pause this resume ends waited for (``_approvals``): their events
+        #: are on the stream already; ``tool_answer`` gives what the resume answered.
+        self.pending_tools: list[dict[str, Any]] = [dict(p) for p in pending_tools or ()]
+        self._answers: dict[str, ToolAnswer] = (
+            read_answers(resume_input, self.pending_tools) if self.pending_tools else {})
+        for p in self.pending_tools:  # their calls go on from where the pause left them
+            self._tool_calls[str(p["toolCallId"])] = (
+                "approval-requested" if p.get("kind") == "approval" else "input-available")
+        #: What the next pause waits for (``tool_call`` adds to it).
+        self._pending: list[dict[str, Any]] = []
 
     async def emit(self, msg: Message[C, Any]) -> int:
         """Append ``msg`` to the run's stream; returns its sequence. Raises ``PayloadError``,
@@ -181,19 +195,28 @@ class RunContext(Generic[C]):
         return self.step
 
     async def tool_call(self: ChatEmitter, name: str, input: Any, *,
-                        execute: Callable[[Any], Awaitable[Any]], call_id: str | None = None,
-                        title: str | None = None) -> Any:
+                        execute: Callable[[Any], Awaitable[Any]] | None,
+                        call_id: str | None = None, title: str | None = None,
+                        needs_approval: bool = False) -> Any:
         """Call the tool ``name`` with ``input`` through ``execute``, emitting the call as chat
         events; returns ``execute``'s result (``streamwire.runs.tool_call``: raises
-        ``ToolCallError`` when the tool fails). For runs whose contract is ``Chat`` (or
+        ``ToolCallError`` when the tool fails). ``needs_approval``: the run pauses until the
+        user answers, and a denied call returns ``ToolDenied``; ``execute=None``: the client
+        runs the tool, the run pauses for its output. For runs whose contract is ``Chat`` (or
         extends it)."""
         from ._tools import tool_call
 
-        return await tool_call(self, name, input, execute=execute, call_id=call_id, title=title)
+        return await tool_call(self, name, input, execute=execute, call_id=call_id, title=title,
+                               needs_approval=needs_approval)
+
+    def tool_answer(self, call_id: str) -> ToolAnswer | None:
+        """The resume's answer to the pending tool call ``call_id`` (None: unanswered)."""
+        return self._answers.get(call_id)
 
     def pause(self, state: Any = None) -> Paused:
-        """``return run.pause(state)`` pauses the run with ``state``."""
-        return Paused(state)
+        """``return run.pause(state)`` pauses the run with ``state`` (and the tool calls it
+        waits for, when ``tool_call`` asked for approvals or client outputs)."""
+        return Paused(state, list(self._pending) or None)
 
     def __repr__(self) -> str:
         return f"RunContext(run_id={self.run_id!r}, agent={self.agent!r}, step={self.step})"

@@ -132,7 +132,10 @@ def _text_of(error: BaseException) -> str:
 def _checked(result: Any) -> Settlement:
     try:
         if isinstance(result, Paused):
-            return Settlement("paused", {"state": _json(result.state, "state")})
+            fields: Fields = {"state": _json(result.state, "state")}
+            if result.tools:  # the tool calls it waits for (``_approvals``)
+                fields["pending_tools"] = _json(result.tools, "state")
+            return Settlement("paused", fields)
         done = result if isinstance(result, Completed) else Completed(result)
         return Settlement("completed", {"output": _json(done.output, "output"),
                                         "usage": _usage(done.usage)})

@@ -98,6 +98,8 @@ class RunRecord(msgspec.Struct, frozen=True, rename="camel", omit_defaults=True)
     attempt: int = 1
     retry_reason: str | None = None
     user: str | None = None
+    #: a paused run's tool calls waiting for a person (``_approvals``): approvals, client tools
+    pending_tools: list[dict[str, Any]] | None = None
 
 
 _encoder: Final = msgspec.json.Encoder(order="sorted")
@@ -141,6 +143,7 @@ def settled(record: RunRecord, status: RunStatus, *, now: float, head: int,
     only a pause keeps a state unless one is given."""
     if status != "paused":
         fields.setdefault("state", None)
+        fields.setdefault("pending_tools", None)
     return _move(record, status, now, head=head, lease_expires_at=0.0, stop_requested=False,
                  **fields)
 
@@ -153,6 +156,8 @@ def agreeing(record: RunRecord, status: RunStatus, *, now: float, head: int,
     if record.status == "running":
         raise RunStateError(f"run {record.run_id!r} is running; only a settled run is corrected")
     fields.setdefault("state", None)
+    if status != "paused":
+        fields.setdefault("pending_tools", None)
     changes = {"status": status, "head": head, **fields}
     if all(getattr(record, k) == v for k, v in changes.items() if k != "head"):
         return record
@@ -164,7 +169,7 @@ def resumed(record: RunRecord, resume_id: str, input: Any, *, owner: str, now: f
     """The paused record taken up again by ``owner`` with ``input`` for resume ``resume_id``."""
     return _move(record, "running", now, owner=owner, lease_expires_at=now + lease,
                  resumes={**record.resumes, resume_id: fingerprint(input)}, resume_input=input,
-                 output=None, usage=None)
+                 output=None, usage=None, pending_tools=None)
 
 
 #: ``errorDetail.code`` of a paused run whose stream expired (the log's ``paused_ttl``) before a
@@ -258,6 +263,7 @@ def status_body(record: RunRecord, head: int, *, attempts: bool = False) -> dict
         body["attempt"] = record.attempt
     optional = (("output", record.output), ("state", record.state), ("usage", record.usage),
                 ("error", record.error), ("errorDetail", record.error_detail),
-                ("recoverable", record.recoverable), ("retryReason", record.retry_reason))
+                ("recoverable", record.recoverable), ("retryReason", record.retry_reason),
+                ("pendingTools", record.pending_tools))
     body.update((k, v) for k, v in optional if v is not None)
     return body

@@ -46,6 +46,7 @@ from ..errors import (
     UsageError,
 )
 from ..log import StreamLog
+from ._approvals import read_answers
 from ._context import Agent, RunContext, agent_contract, end_context
 from ._events import RunEvents
 from ._exit import settlement
@@ -286,6 +287,7 @@ class Runs(Retries):
             fn = self.agents.get(record.agent)
             if fn is None:
                 raise UnknownAgentError(record.agent, sorted(self.agents))
+            read_answers(input, record.pending_tools)  # UsageError: an answer to no pending call
             new = resumed(record, resume_id, input, owner=self.worker_id, now=time.time(),
                               lease=self.lease_time)
             if await self.store.swap(new):
@@ -304,7 +306,7 @@ class Runs(Retries):
         await self._spawn(fn, new, RunContext(
             self.log, run_id=run_id, agent=new.agent, stream_id=new.stream_id, input=new.input,
             state=record.state, resume_input=input, resumed=True, contract=agent_contract(fn),
-            user=new.user))
+            user=new.user, pending_tools=record.pending_tools))
         return new, True
 
     async def stop(self, run_id: str) -> RunRecord:

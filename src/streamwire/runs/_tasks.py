@@ -24,6 +24,7 @@ from typing import Any, Literal, TypeAlias
 import anyio
 import sniffio
 
+from ._approvals import PauseForTools
 from ._context import Agent, RunContext, end_context
 from ._exit import reply_error
 
@@ -90,6 +91,9 @@ def start_agent(fn: Agent, ctx: RunContext[Any], local: LocalRun, *, name: str) 
         try:
             local.result = await fn(ctx)
             local.error = reply_error(ctx)  # it emitted Chat.error: the run fails (D-4)
+        except PauseForTools as pause:  # a tool call waits for a person (``_approvals``)
+            if local.reason is None:
+                local.result = ctx.pause(pause.state)
         except BaseException as exc:
             # Every class is the agent's (SystemExit, KeyboardInterrupt, a CancelledError it raised
             # itself, ...) unless the service cancelled the run: then whatever it raised on its way

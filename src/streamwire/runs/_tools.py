@@ -20,11 +20,22 @@ catches it (``error_text``); one that does not fails its run with that text (``T
 an ``AgentError``, code ``TOOL_ERROR``). A stop (cancellation) propagates as is: the reply's
 encoder closes the tool part when the run ends interrupted.
 
+A call that waits for a person pauses the run (``_approvals``): with ``needs_approval=True``
+``tool_call`` emits ``tool_approval_request`` after the input and pauses; with ``execute=None``
+the client runs the tool (the AI SDK's ``onToolCall``/``addToolOutput``) and the run pauses for
+its output. The answer resumes the run, which calls the agent again: reaching the same call
+(the same ``call_id``, or the same name and input), ``tool_call`` emits nothing of the input
+again and goes on: an approved call runs ``execute``, a denied one ends
+``tool_output_denied`` and returns ``ToolDenied``, a client's output is emitted and returned.
+The approval is of that exact input: a call with another input asks again.
+
 ``ToolCall`` is the same call event by event, for input that arrives in pieces (a model streaming
 a tool call's arguments) and for approvals: ``request_approval`` and ``deny`` emit
-``tool_approval_request`` and ``tool_output_denied`` (pausing the run for the answer is the
-caller's). Every method checks the call's order first and raises ``UsageError`` instead of
-emitting an event the client would throw on (a delta after the input, a second output...).
+``tool_approval_request`` and ``tool_output_denied``, ``await_output`` marks a client-side call;
+``return run.pause(state)`` then pauses for them, and on the resume ``ToolCall.waiting(run, id)``
+takes a pending call up again (``run.tool_answer(id)``: its answer). Every method checks the
+call's order first and raises ``UsageError`` instead of emitting an event the client would throw
+on (a delta after the input, a second output...).
 
 The helpers need one thing of the run: ``emit`` (``ChatEmitter``); ``RunContext[Chat]`` and a
 ``RunContext`` of any contract extending ``Chat`` are ``ChatEmitter``s.
@@ -41,13 +52,15 @@ import msgspec
 from ..chat import Chat, ToolCallState, advance_tool_call
 from ..contract import Message
 from ..errors import UsageError
-from ._context import AgentError
+from ._approvals import PauseForTools, PendingKind, ToolDenied, pending_entry, same_input
+from ._context import AgentError, RunContext
 
 __all__ = [
     "DEFAULT_INPUT_FRAGMENTS",
     "ChatEmitter",
     "ToolCall",
     "ToolCallError",
+    "ToolDenied",
     "input_fragments",
     "step_boundary",
     "step_finish",
@@ -110,14 +123,41 @@ class ToolCall:
     Get one with ``await ToolCall.start(run, name)``; ``state`` is the call's tool part state.
     """
 
-    __slots__ = ("_calls", "_run", "call_id", "name", "title")
+    __slots__ = ("_calls", "_run", "call_id", "input", "name", "title")
 
     def __init__(self, run: ChatEmitter, name: str, call_id: str, title: str | None) -> None:
         self._run = run
         self.name = name
         self.call_id = call_id
         self.title = title
+        #: the complete input, once ``input_available`` sent it
+        self.input: Any = None
         self._calls: dict[str, ToolCallState] = {}
+
+    @classmethod
+    def waiting(cls, run: RunContext[Any], call_id: str) -> ToolCall:
+        """The pending call ``call_id`` of the pause this run resumes from (``run.pending_tools``),
+        in the state the pause left it (``run.tool_answer(call_id)``: what the resume answered).
+
+        Raises:
+            UsageError: the run waited for no call ``call_id``.
+        """
+        entry = next((p for p in run.pending_tools if p.get("toolCallId") == call_id), None)
+        if entry is None:
+            raise UsageError(f"run {run.run_id!r} waits for no tool call {call_id!r}")
+        return cls.at(run, call_id, str(entry.get("toolName")), entry.get("input"),
+                      "approval-requested" if entry.get("kind") == "approval"
+                      else "input-available")
+
+    @classmethod
+    def at(cls, run: ChatEmitter, call_id: str, name: str, input: Any,
+           state: ToolCallState = "input-available") -> ToolCall:
+        """The call ``call_id`` whose events up to ``state`` were already emitted (by a model
+        relay, or before a pause), to go on with: an output, an approval request..."""
+        call = cls(run, name, call_id, None)
+        call.input = input
+        call._calls[call_id] = state
+        return call
 
     @classmethod
     async def start(cls, run: ChatEmitter, name: str, *, call_id: str | None = None,
@@ -144,6 +184,7 @@ class ToolCall:
 
     async def input_available(self, input: Any) -> None:
         """The complete input, any JSON value (``tool_input_available``)."""
+        self.input = input
         if self.title is None:
             await self._emit(Chat.tool_input_available({"toolCallId": self.call_id,
                                                         "toolName": self.name, "input": input}))
@@ -154,11 +195,26 @@ class ToolCall:
 
     async def request_approval(self, approval_id: str | None = None) -> str:
         """Ask the user to approve the call (``tool_approval_request``); returns the approval id
-        (default: a fresh one). Pausing for the answer is the caller's."""
+        (default: a fresh one). The run's next ``run.pause()`` waits for the answer."""
         approval = f"approval_{uuid.uuid4().hex}" if approval_id is None else approval_id
         await self._emit(Chat.tool_approval_request({"approvalId": approval,
                                                      "toolCallId": self.call_id}))
+        self._wait("approval", approval)
         return approval
+
+    def await_output(self) -> None:
+        """The client runs this tool (its input is available): the run's next ``run.pause()``
+        waits for the client's output (the AI SDK's ``addToolOutput``)."""
+        if self.state != "input-available":
+            raise UsageError(f"tool call {self.call_id!r} waits for a client output only once its "
+                             f"input is available (it is {self.state})")
+        self._wait("output", None)
+
+    def _wait(self, kind: PendingKind, approval_id: str | None) -> None:
+        run = _context_of(self._run)
+        if run is not None:
+            pending = run._pending  # pyright: ignore[reportPrivateUsage] - the runs layer's
+            pending.append(pending_entry(kind, self.call_id, self.name, self.input, approval_id))
 
     async def output(self, output: Any) -> None:
         """The tool's result, any JSON value (``tool_output_available``)."""
@@ -183,15 +239,19 @@ class ToolCall:
 
 
 async def tool_call(run: ChatEmitter, name: str, input: Any, *,
-                    execute: Callable[[Any], Awaitable[Any]], call_id: str | None = None,
-                    title: str | None = None, fragments: int = DEFAULT_INPUT_FRAGMENTS) -> Any:
+                    execute: Callable[[Any], Awaitable[Any]] | None, call_id: str | None = None,
+                    title: str | None = None, fragments: int = DEFAULT_INPUT_FRAGMENTS,
+                    needs_approval: bool = False) -> Any:
     """Call the tool ``name`` with ``input`` (any JSON value) through ``execute``, emitting the call
-    as chat events (module docstring); returns ``execute``'s result.
+    as chat events (module docstring); returns ``execute``'s result. ``needs_approval``: the run
+    pauses for the user's answer first (denied: returns ``ToolDenied``); ``execute=None``: the
+    client runs the tool and the run pauses for its output, which is returned.
 
     Raises:
-        ToolCallError: ``execute`` raised (or returned a value that is not JSON); the call ended
-            with ``tool_output_error``.
-        UsageError: ``input`` is not JSON (nothing was emitted), or ``fragments`` is below 1.
+        ToolCallError: ``execute`` raised (or returned a value that is not JSON), or the client
+            answered with an error; the call ended with ``tool_output_error``.
+        UsageError: ``input`` is not JSON (nothing was emitted), ``fragments`` is below 1, or the
+            call waits for a person but ``run`` is no ``RunContext``.
     """
     if fragments < 1:
         raise UsageError(f"fragments must be at least 1, not {fragments}")
@@ -199,19 +259,78 @@ async def tool_call(run: ChatEmitter, name: str, input: Any, *,
         text = _encode(input).decode()
     except (TypeError, msgspec.EncodeError) as exc:
         raise UsageError(f"the input of tool {name!r} is not JSON: {exc}") from exc
+    waits = needs_approval or execute is None
+    ctx = _context_of(run)
+    if waits and ctx is None:
+        raise UsageError(f"tool {name!r} waits for a person (needs_approval or execute=None): "
+                         "that pauses a run, so it needs the agent's RunContext")
+    waited = _waited_call(ctx, name, input, call_id) if ctx is not None else None
+    if ctx is not None and waited is not None:
+        return await _answered(ctx, *waited, execute)
     call = await ToolCall.start(run, name, call_id=call_id, title=title)
     for piece in input_fragments(text, fragments):
         await call.input_delta(piece)
     await call.input_available(input)
+    if needs_approval:
+        await call.request_approval()
+    elif execute is None:
+        call.await_output()
+    if ctx is not None and waits:
+        raise PauseForTools(ctx.state)
+    assert execute is not None
+    return await _execute(call, execute)
+
+
+def _context_of(run: ChatEmitter) -> RunContext[Any] | None:
+    """``run`` as the ``RunContext`` it is (None: an emitter of another kind)."""
+    if isinstance(run, RunContext):
+        ctx: RunContext[Any] = run  # pyright: ignore[reportUnknownVariableType]
+        return ctx
+    return None
+
+
+async def _execute(call: ToolCall, execute: Callable[[Any], Awaitable[Any]]) -> Any:
     try:
-        output = await execute(input)
+        output = await execute(call.input)
         _encode(output)
     except Exception as exc:
         error_text = str(exc) or type(exc).__name__
         await call.error(error_text)
-        raise ToolCallError(error_text, tool_name=name, call_id=call.call_id) from exc
+        raise ToolCallError(error_text, tool_name=call.name, call_id=call.call_id) from exc
     await call.output(output)
     return output
+
+
+def _waited_call(run: RunContext[Any], name: str, input: Any,
+                 call_id: str | None) -> tuple[ToolCall, dict[str, Any]] | None:
+    """The pending call of the paused run that this call is (its id, else its name and input),
+    taken up once, with its note; None when it is a new call."""
+    for entry in run.pending_tools:
+        if (entry.get("toolCallId") == call_id if call_id is not None
+                else entry.get("toolName") == name and same_input(entry.get("input"), input)):
+            call = ToolCall.waiting(run, str(entry["toolCallId"]))
+            run.pending_tools.remove(entry)
+            return call, entry
+    return None
+
+
+async def _answered(run: RunContext[Any], call: ToolCall, entry: dict[str, Any],
+                    execute: Callable[[Any], Awaitable[Any]] | None) -> Any:
+    """Go on with a call the paused run waited for: its answer, or wait again."""
+    answer = run.tool_answer(call.call_id)
+    if answer is None:  # this resume did not answer it: keep waiting
+        run._pending.append(entry)  # pyright: ignore[reportPrivateUsage] - this layer's
+        raise PauseForTools(run.state)
+    if answer.approved is False:
+        await call.deny()
+        return ToolDenied(answer.reason)
+    if answer.approved and execute is not None:
+        return await _execute(call, execute)
+    if answer.error_text is not None:
+        await call.error(answer.error_text)
+        raise ToolCallError(answer.error_text, tool_name=call.name, call_id=call.call_id)
+    await call.output(answer.output)
+    return answer.output
 
 
 async def step_start(run: ChatEmitter) -> None:

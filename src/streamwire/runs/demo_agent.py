@@ -10,6 +10,13 @@ if any, is acknowledged first) and ``/slow`` streams for about 20 seconds.
 A prompt containing ``/tool`` answers in two steps: step 1 calls the tool ``get_weather`` with
 ``{"city": "Paris"}`` (``run.tool_call``: the input streamed in deltas, then the output), step 2
 (``run.next_step()``: ``step_finish``, ``step_start`` on the wire) streams the answer's text.
+
+A prompt containing ``/approve`` calls ``delete_file`` with ``{"path": "notes.txt"}``, a tool
+that needs the user's approval: the run pauses with the request (``tool_approval_request``);
+the answer resumes it (the chat route, when useChat sends ``addToolApprovalResponse``'s answer;
+``POST /runs/{id}/resume`` with ``toolAnswers``): approved, the tool's output then a sentence
+saying so; denied, ``tool_output_denied`` then a sentence saying the file was left alone.
+Nothing is deleted: the tool only says it would have.
 """
 
 from __future__ import annotations
@@ -22,15 +29,20 @@ from typing import Any, Final, cast
 import anyio
 
 from ..chat import Chat, SourceLink
+from ._approvals import ToolDenied
 from ._context import Completed, Paused, RunContext
 
-__all__ = ["DEFAULT_PACE", "TOOL_ANSWER", "demo", "demo_reply", "get_weather"]
+__all__ = ["APPROVED_ANSWER", "DEFAULT_PACE", "DENIED_ANSWER", "TOOL_ANSWER", "delete_file",
+           "demo", "demo_reply", "get_weather"]
 
 #: Seconds between two words of the reply.
 DEFAULT_PACE: Final = 0.02
 _SLOW_SECONDS: Final = 20.0
 #: The text of the ``/tool`` reply's second step.
 TOOL_ANSWER: Final = "It is 18 °C in Paris."
+#: The text of the ``/approve`` reply's second step, approved and denied.
+APPROVED_ANSWER: Final = "Done: notes.txt is deleted."
+DENIED_ANSWER: Final = "All right, I left notes.txt alone."
 
 _SENTENCES: Final = (
     "A run is an agent call whose reply is written, chunk by chunk, into a durable stream.",
@@ -78,6 +90,8 @@ async def demo(run: RunContext[Chat]) -> Completed | Paused:
     pace = float(data.get("pace", DEFAULT_PACE))
     if "/slow" in prompt:
         pace = _SLOW_SECONDS / len(words)
+    if "/approve" in prompt:
+        return await _approve_reply(run, prompt, pace)
     if "/tool" in prompt and not run.resumed:
         return await _tool_reply(run, prompt, pace)
     half = len(words) // 2
@@ -107,20 +121,45 @@ async def get_weather(args: Any) -> Any:
     return {"city": _object(args).get("city", "Paris"), "temperature": 18, "unit": "C"}
 
 
+async def delete_file(args: Any) -> Any:
+    """The ``/approve`` reply's tool: says it deleted ``args["path"]`` (it deletes nothing)."""
+    return {"path": _object(args).get("path", "notes.txt"), "deleted": True}
+
+
 async def _tool_reply(run: RunContext[Chat], prompt: str, pace: float) -> Completed:
     """``/tool``: the ``get_weather`` call (step 1), then the answer's text (step 2)."""
+    await _model_start(run)
+    await run.tool_call("get_weather", {"city": "Paris"}, execute=get_weather,
+                        call_id=f"{run.run_id}-get_weather")
+    return await _second_step(run, prompt, pace, TOOL_ANSWER)
+
+
+async def _approve_reply(run: RunContext[Chat], prompt: str, pace: float) -> Completed:
+    """``/approve``: ``delete_file`` waits for the user's approval (the run pauses), then the
+    answer's text (step 2)."""
+    if not run.resumed:
+        await _model_start(run)
+    result = await run.tool_call("delete_file", {"path": "notes.txt"}, execute=delete_file,
+                                 call_id=f"{run.run_id}-delete_file", needs_approval=True)
+    denied = isinstance(result, ToolDenied)
+    return await _second_step(run, prompt, pace, DENIED_ANSWER if denied else APPROVED_ANSWER)
+
+
+async def _model_start(run: RunContext[Chat]) -> None:
     await run.emit(Chat.message_start({
         "userMessageId": f"{run.run_id}-user", "assistantMessageId": f"{run.run_id}-assistant",
         "model": {"id": "demo", "displayName": "streamwire demo agent", "provider": "streamwire"}}))
-    await run.tool_call("get_weather", {"city": "Paris"}, execute=get_weather,
-                        call_id=f"{run.run_id}-get_weather")
+
+
+async def _second_step(run: RunContext[Chat], prompt: str, pace: float, text: str) -> Completed:
+    """A tool reply's step 2: ``text`` word by word, then the closing."""
     await anyio.sleep(pace)
     run.next_step()
-    words = TOOL_ANSWER.split(" ")
+    words = text.split(" ")
     for i, word in enumerate(words):
         await run.emit(Chat.chunk({"chunk": word if i == len(words) - 1 else word + " "}))
         await anyio.sleep(pace)
-    return await _finish(run, prompt, words, TOOL_ANSWER)
+    return await _finish(run, prompt, words, text)
 
 
 def _object(value: object) -> dict[str, Any]:
@@ -128,9 +167,7 @@ def _object(value: object) -> dict[str, Any]:
 
 
 async def _opening(run: RunContext[Chat], prompt: str) -> None:
-    await run.emit(Chat.message_start({
-        "userMessageId": f"{run.run_id}-user", "assistantMessageId": f"{run.run_id}-assistant",
-        "model": {"id": "demo", "displayName": "streamwire demo agent", "provider": "streamwire"}}))
+    await _model_start(run)
     await run.emit(Chat.progress({"steps": [
         {"id": "think", "label": "Thinking", "status": "active"}]}))
     for piece in ("The user asked: ", repr(prompt[:80]), ". ", "I will answer from the script."):

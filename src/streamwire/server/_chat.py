@@ -31,9 +31,10 @@ after ``send_timeout`` when its client stops reading, and a server shutting down
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Iterable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anyio
 import anyio.abc
@@ -44,6 +45,7 @@ from starlette.routing import Route
 
 from ..aisdk import UI_MESSAGE_STREAM_HEADERS, UIMessageStreamEncoder, parse_event_id
 from ..aisdk._request import ChatRequest, assistant_message_id, chat_stream_id, check_chat_id
+from ..aisdk._stream import after_chunk
 from ..aisdk._threads import Thread, place_user_message
 from ..errors import (
     RunConflictError,
@@ -54,7 +56,7 @@ from ..errors import (
 )
 from ..frames import StreamFrame
 from ..log import StreamLog
-from ..runs import Runs
+from ..runs import RunRecord, Runs
 from ._asgi import Receive, Scope, Send
 from ._auth import User
 from ._context import RawRoute, RouteContext
@@ -71,6 +73,7 @@ logger = logging.getLogger("streamwire.server")
 #: What a new message does while the chat's reply runs (``create_app(chat_multitask=...)``).
 MULTITASK: Final = ("reject", "interrupt", "enqueue")
 
+_encode_sorted: Final = msgspec.json.Encoder(order="sorted").encode
 _HEADERS: Final = [(k.encode(), v.encode()) for k, v in UI_MESSAGE_STREAM_HEADERS.items()]
 
 
@@ -153,25 +156,76 @@ class ChatAPI:
             user = await self.ctx.check_access(request, chat.chat_id, "write")
             # whose chat first: another user's is missing (404), and nothing of it changes
             agent, owner = self._agent(chat), await self.index.owner(chat.chat_id, user)
-            run_id, run_input = await self._prepare(chat, receive, owner)
-            # the slot first: a refused reply starts no run (its stream has the run's id)
-            conn = self.ctx.engine.admit(run_id, scope)
-            try:
-                record, created = await self.runs.start(agent, run_input, run_id,
-                                                        user=owner_id(user))
-            except RunConflictError:  # a retry that found the thread moved on: join the run
-                record, created = await self.runs.get(run_id), False
-            except UsageError:  # the only one Runs.start raises: it is not running
-                raise self.ctx.not_running() from None
-            require_owner(user, record.user, Refusal(404, f"no chat with id {chat.chat_id!r}"))
-            if created or await self.index.latest(chat.chat_id) != record.run_id:
-                await self.index.point(chat.chat_id, record.run_id, owner)
+            if chat.continues is not None and chat.tool_answers:
+                record, after, resume = await self._answer(chat, user)
+                # the slot first: a refused reply resumes no run
+                conn = self.ctx.engine.admit(record.stream_id, scope)
+                if resume is not None:
+                    await self._resume(record.run_id, *resume)
+            else:
+                run_id, run_input = await self._prepare(chat, receive, owner)
+                # the slot first: a refused reply starts no run (its stream has the run's id)
+                conn = self.ctx.engine.admit(run_id, scope)
+                record = await self._start_run(chat, agent, run_id, run_input, user, owner)
+                after = None
         except Exception as exc:
             await self.ctx.refuse(send, self._mapped(exc), conn=conn, headers=cors)
             return
         await self._reply(conn, receive, send, record.stream_id,
-                          assistant_message_id(record.run_id), None, cors)
+                          assistant_message_id(record.run_id),
+                          None if after is None else after_chunk(after), cors)
         await self._settle(chat.chat_id)
+
+    async def _start_run(self, chat: ChatRequest, agent: str, run_id: str,
+                         run_input: dict[str, Any], user: User | None,
+                         owner: str | None) -> RunRecord:
+        """Start the run that answers ``chat`` (or join it: a retry) and point the chat at it."""
+        try:
+            record, created = await self.runs.start(agent, run_input, run_id,
+                                                    user=owner_id(user))
+        except RunConflictError:  # a retry that found the thread moved on: join the run
+            record, created = await self.runs.get(run_id), False
+        except UsageError:  # the only one Runs.start raises: it is not running
+            raise self.ctx.not_running() from None
+        require_owner(user, record.user, Refusal(404, f"no chat with id {chat.chat_id!r}"))
+        if created or await self.index.latest(chat.chat_id) != record.run_id:
+            await self.index.point(chat.chat_id, record.run_id, owner)
+        return record
+
+    async def _resume(self, run_id: str, run_input: dict[str, Any], resume_id: str) -> None:
+        try:
+            await self.runs.resume(run_id, run_input, resume_id)
+        except UsageError:  # the only one Runs.resume raises of its own: it is not running
+            raise self.ctx.not_running() from None
+
+    async def _answer(self, chat: ChatRequest, user: User | None
+                      ) -> tuple[RunRecord, int, tuple[dict[str, Any], str] | None]:
+        """The paused reply ``chat`` continues (the SDK's resend after
+        ``addToolApprovalResponse`` / ``addToolOutput``): the run, the chunk its continuation
+        follows, and the resume (input, id) its answers make -- None for a repeat of an applied
+        one, which joins the resumed reply: each set of answers resumes the run once."""
+        assert chat.continues is not None
+        missing = Refusal(404, f"chat {chat.chat_id!r} has no reply {chat.continues!r}")
+        try:
+            record = await self.runs.get(chat.continues)
+        except RunNotFoundError:
+            raise missing from None
+        require_owner(user, record.user, missing)
+        waiting = {p.get("toolCallId") for p in record.pending_tools or ()}
+        answers = [a for a in chat.tool_answers if a["toolCallId"] in waiting]
+        resume_id = "tools-" + hashlib.sha256(_encode_sorted(answers)).hexdigest()[:32]
+        if record.status == "paused" and answers:
+            return record, record.head, ({"toolAnswers": answers, "pausedAt": record.head},
+                                         resume_id)
+        last: object = record.resume_input
+        for applied in record.resumes:  # a repeat: join the reply its answers resumed
+            if applied.startswith("tools-") and isinstance(last, dict):
+                paused_at = cast("dict[str, Any]", last).get("pausedAt")
+                if isinstance(paused_at, int):
+                    return record, paused_at, None
+        raise Refusal(409, f"reply {chat.continues!r} waits for no such answer (it is "
+                           f"{record.status}); send the answers to the tool calls it waits for",
+                      runId=record.run_id)
 
     async def _prepare(self, chat: ChatRequest, receive: Receive, owner: str | None
                        ) -> tuple[str, dict[str, Any]]:

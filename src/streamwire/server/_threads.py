@@ -40,6 +40,7 @@ from ..aisdk._threads import (
     Thread,
     ThreadStore,
     UIMessageAssembler,
+    mark_answers,
     page_threads,
     place_reply,
 )
@@ -102,7 +103,8 @@ class Threads:
                     continue  # stored as it stands
                 paused[run_id] = record.updated_at
             message = await self.assemble(record.stream_id, run_id)
-            replies[run_id] = None if message is None else (user_id, message)
+            replies[run_id] = None if message is None else (
+                user_id, mark_answers(message, record.resume_input))
         if not replies:
             return thread
 
