@@ -123,7 +123,7 @@ class ToolCall:
     Get one with ``await ToolCall.start(run, name)``; ``state`` is the call's tool part state.
     """
 
-    __slots__ = ("_calls", "_run", "call_id", "input", "name", "title")
+    __slots__ = ("_calls", "_run", "_waited", "call_id", "input", "name", "title")
 
     def __init__(self, run: ChatEmitter, name: str, call_id: str, title: str | None) -> None:
         self._run = run
@@ -133,6 +133,7 @@ class ToolCall:
         #: the complete input, once ``input_available`` sent it
         self.input: Any = None
         self._calls: dict[str, ToolCallState] = {}
+        self._waited: dict[str, Any] | None = None  # the pause's note of it (``waiting``)
 
     @classmethod
     def waiting(cls, run: RunContext[Any], call_id: str) -> ToolCall:
@@ -145,9 +146,19 @@ class ToolCall:
         entry = next((p for p in run.pending_tools if p.get("toolCallId") == call_id), None)
         if entry is None:
             raise UsageError(f"run {run.run_id!r} waits for no tool call {call_id!r}")
-        return cls.at(run, call_id, str(entry.get("toolName")), entry.get("input"),
+        call = cls.at(run, call_id, str(entry.get("toolName")), entry.get("input"),
                       "approval-requested" if entry.get("kind") == "approval"
                       else "input-available")
+        call._waited = entry
+        return call
+
+    def keep_waiting(self) -> None:
+        """The resume did not answer this pending call (``waiting``): the run's next
+        ``run.pause()`` waits for it again."""
+        run = _context_of(self._run)
+        if self._waited is None or run is None:
+            raise UsageError(f"tool call {self.call_id!r} is not one a paused run waited for")
+        run._pending.append(self._waited)  # pyright: ignore[reportPrivateUsage] - this layer's
 
     @classmethod
     def at(cls, run: ChatEmitter, call_id: str, name: str, input: Any,
@@ -216,6 +227,44 @@ class ToolCall:
             pending = run._pending  # pyright: ignore[reportPrivateUsage] - the runs layer's
             pending.append(pending_entry(kind, self.call_id, self.name, self.input, approval_id))
 
+    async def resolve(self, execute: Callable[[Any], Awaitable[Any]] | None) -> Any:
+        """Go on with a call the paused run waited for (``waiting``) by the resume's answer:
+        approved, ``run(execute)``; denied, ``tool_output_denied`` and ``ToolDenied`` returned;
+        a client's output emitted and returned (its error: ``ToolCallError``). Unanswered, the
+        call keeps waiting and ``PauseForTools`` pauses the run (a loop over several calls
+        catches it and pauses once, with its own state)."""
+        run = _context_of(self._run)
+        answer = run.tool_answer(self.call_id) if run is not None else None
+        if run is None or answer is None:
+            self.keep_waiting()
+            raise PauseForTools(run.state if run is not None else None)
+        if answer.approved is False:
+            await self.deny()
+            return ToolDenied(answer.reason)
+        if answer.approved:
+            if execute is None:
+                return await self.run(_client_only(self.name))
+            return await self.run(execute)
+        if answer.error_text is not None:
+            await self.error(answer.error_text)
+            raise ToolCallError(answer.error_text, tool_name=self.name, call_id=self.call_id)
+        await self.output(answer.output)
+        return answer.output
+
+    async def run(self, execute: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Run the tool: ``execute(input)``; its result goes out (``tool_output_available``) and
+        is returned. Raises ``ToolCallError`` when it raises (or returns what is not JSON),
+        after ``tool_output_error`` with its text."""
+        try:
+            output = await execute(self.input)
+            _encode(output)
+        except Exception as exc:
+            error_text = str(exc) or type(exc).__name__
+            await self.error(error_text)
+            raise ToolCallError(error_text, tool_name=self.name, call_id=self.call_id) from exc
+        await self.output(output)
+        return output
+
     async def output(self, output: Any) -> None:
         """The tool's result, any JSON value (``tool_output_available``)."""
         await self._emit(Chat.tool_output_available({"toolCallId": self.call_id,
@@ -266,7 +315,7 @@ async def tool_call(run: ChatEmitter, name: str, input: Any, *,
                          "that pauses a run, so it needs the agent's RunContext")
     waited = _waited_call(ctx, name, input, call_id) if ctx is not None else None
     if ctx is not None and waited is not None:
-        return await _answered(ctx, *waited, execute)
+        return await waited.resolve(execute)
     call = await ToolCall.start(run, name, call_id=call_id, title=title)
     for piece in input_fragments(text, fragments):
         await call.input_delta(piece)
@@ -278,7 +327,14 @@ async def tool_call(run: ChatEmitter, name: str, input: Any, *,
     if ctx is not None and waits:
         raise PauseForTools(ctx.state)
     assert execute is not None
-    return await _execute(call, execute)
+    return await call.run(execute)
+
+
+def _client_only(name: str) -> Callable[[Any], Awaitable[Any]]:
+    async def refuse(_: Any) -> Any:
+        raise RuntimeError(f"the tool {name!r} runs in the client, not on the server")
+
+    return refuse
 
 
 def _context_of(run: ChatEmitter) -> RunContext[Any] | None:
@@ -289,48 +345,17 @@ def _context_of(run: ChatEmitter) -> RunContext[Any] | None:
     return None
 
 
-async def _execute(call: ToolCall, execute: Callable[[Any], Awaitable[Any]]) -> Any:
-    try:
-        output = await execute(call.input)
-        _encode(output)
-    except Exception as exc:
-        error_text = str(exc) or type(exc).__name__
-        await call.error(error_text)
-        raise ToolCallError(error_text, tool_name=call.name, call_id=call.call_id) from exc
-    await call.output(output)
-    return output
-
-
 def _waited_call(run: RunContext[Any], name: str, input: Any,
-                 call_id: str | None) -> tuple[ToolCall, dict[str, Any]] | None:
+                 call_id: str | None) -> ToolCall | None:
     """The pending call of the paused run that this call is (its id, else its name and input),
-    taken up once, with its note; None when it is a new call."""
+    taken up once; None when it is a new call."""
     for entry in run.pending_tools:
         if (entry.get("toolCallId") == call_id if call_id is not None
                 else entry.get("toolName") == name and same_input(entry.get("input"), input)):
             call = ToolCall.waiting(run, str(entry["toolCallId"]))
             run.pending_tools.remove(entry)
-            return call, entry
+            return call
     return None
-
-
-async def _answered(run: RunContext[Any], call: ToolCall, entry: dict[str, Any],
-                    execute: Callable[[Any], Awaitable[Any]] | None) -> Any:
-    """Go on with a call the paused run waited for: its answer, or wait again."""
-    answer = run.tool_answer(call.call_id)
-    if answer is None:  # this resume did not answer it: keep waiting
-        run._pending.append(entry)  # pyright: ignore[reportPrivateUsage] - this layer's
-        raise PauseForTools(run.state)
-    if answer.approved is False:
-        await call.deny()
-        return ToolDenied(answer.reason)
-    if answer.approved and execute is not None:
-        return await _execute(call, execute)
-    if answer.error_text is not None:
-        await call.error(answer.error_text)
-        raise ToolCallError(answer.error_text, tool_name=call.name, call_id=call.call_id)
-    await call.output(answer.output)
-    return answer.output
 
 
 async def step_start(run: ChatEmitter) -> None:
