@@ -15,7 +15,9 @@ Each ```python block is preceded by a marker that says how it runs:
 * ``<!-- NAME: run by tests/FILE.py ... -->``: another test runs it (that file must exist and look
   the block up by ``NAME``).
 
-A block that uses ``RedisLog`` (or whose server does) needs the tests' Redis: it skips without one
+A block that builds an ``AsyncOpenAI`` or ``AsyncAnthropic`` client gets a placeholder API key (it
+defines agents; nothing in it calls the provider). A block that uses ``RedisLog`` (or whose server
+does) needs the tests' Redis: it skips without one
 (fails in CI, as every Redis test does) and gets ``$STREAMWIRE_REDIS_URL`` and a fresh
 ``$STREAMWIRE_REDIS_PREFIX``, whose keys are deleted afterwards.
 
@@ -141,6 +143,11 @@ def block_env(block: Block, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[st
         require_redis()
         values["STREAMWIRE_REDIS_URL"] = REDIS_URL
         values["STREAMWIRE_REDIS_PREFIX"] = f"sw-docs-{secrets.token_hex(4)}:"
+    # a provider block builds its SDK client (which wants a key) and defines agents: no call
+    # reaches a provider, so a placeholder key does
+    for sdk, key in (("AsyncOpenAI", "OPENAI_API_KEY"), ("AsyncAnthropic", "ANTHROPIC_API_KEY")):
+        if _uses(block, sdk):
+            values[key] = "sk-docs-placeholder"
     for key, value in values.items():
         monkeypatch.setenv(key, value)
     try:
