@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-__all__ = ["OTEL_HINT", "Tracing"]
+__all__ = ["OTEL_HINT", "Tracing", "require_otel"]
 
 logger = logging.getLogger("streamwire.server")
 
@@ -73,6 +73,22 @@ _CHAT: Final = "chat:"
 _SSEServer = Callable[[Scope, Receive, Send, str, list[Connection]], Awaitable[None]]
 
 
+def require_otel() -> None:
+    """Check that OpenTelemetry's API and SDK import and that ``OTEL_TRACES_EXPORTER`` names an
+    exporter streamwire knows (``serve --otel`` asks before it starts).
+
+    Raises:
+        UsageError: they do not, or it does not; the message says what to do.
+    """
+    _exporter_choice()
+    try:
+        importlib.import_module("opentelemetry.trace")
+        importlib.import_module("opentelemetry.sdk.trace")
+    except ImportError as exc:
+        raise UsageError(f"otel=True (serve --otel) needs OpenTelemetry: {OTEL_HINT} "
+                         f"({exc})") from exc
+
+
 class Tracing:
     """The spans of one ``StreamApp`` (``StreamApp.tracing`` when ``otel=True``).
 
@@ -81,12 +97,10 @@ class Tracing:
     """
 
     def __init__(self) -> None:
-        try:
-            from opentelemetry import trace
-            from opentelemetry.trace import SpanKind, Status, StatusCode
-        except ImportError as exc:
-            raise UsageError(f"otel=True (serve --otel) needs OpenTelemetry: {OTEL_HINT} "
-                             f"({exc})") from exc
+        require_otel()
+        from opentelemetry import trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
         self._kind_server = SpanKind.SERVER
         self._kind_internal = SpanKind.INTERNAL
         self._error = StatusCode.ERROR
@@ -227,23 +241,26 @@ def _appended(body: bytes) -> int:
     return len(cast("list[object]", sequences)) if isinstance(sequences, list) else 0
 
 
+def _exporter_choice() -> str:
+    """``OTEL_TRACES_EXPORTER`` ("" when unset)."""
+    choice = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    if choice not in ("", "otlp", "console", "none"):
+        raise UsageError(f"OTEL_TRACES_EXPORTER={choice!r}: streamwire knows otlp, console and "
+                         "none (unset: otlp when OTEL_EXPORTER_OTLP_ENDPOINT is set, else console)")
+    return choice
+
+
 def _sdk_provider() -> TracerProvider:
     """An SDK ``TracerProvider`` (it reads ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``,
     ``OTEL_TRACES_SAMPLER``, ``OTEL_SDK_DISABLED`` itself) with the exporter the module docstring
     describes."""
-    try:
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
-    except ImportError as exc:
-        raise UsageError(f"otel=True (serve --otel) needs the OpenTelemetry SDK: {OTEL_HINT} "
-                         f"({exc})") from exc
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
     provider = TracerProvider()
-    choice = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
+    choice = _exporter_choice()
     endpoint = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
                 or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
-    if choice not in ("", "otlp", "console", "none"):
-        raise UsageError(f"OTEL_TRACES_EXPORTER={choice!r}: streamwire knows otlp, console and "
-                         "none")
     if choice == "none":
         return provider
     if choice == "otlp" or (not choice and endpoint):
