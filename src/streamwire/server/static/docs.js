@@ -119,7 +119,7 @@
 
   function render() {
     const info = doc.info || {};
-    document.getElementById("title").textContent = (info.title || "API") + (info.version ? " " + info.version : "");
+    document.getElementById("title").textContent = (info.title || "API") + (info.version ? " (version " + info.version + ")" : "");
     document.getElementById("info").textContent = info.description || "";
     const routes = document.getElementById("routes"), toc = document.getElementById("toc");
     routes.replaceChildren();
