@@ -83,8 +83,9 @@
     const runs = state.streams.filter((s) => s.run);
     const plain = state.streams.filter((s) => !s.run);
     const running = runs.filter((s) => s.run.status === "running").length;
-    $("summary").textContent = `${runs.length} runs (${running} running), ${plain.length} other ` +
-      `streams, ${state.connections} SSE connections` +
+    const n = (count, word) => count + " " + word + (count === 1 ? "" : "s");
+    $("summary").textContent = `${n(runs.length, "run")} (${running} running), ` +
+      `${n(plain.length, "other stream")}, ${n(state.connections, "SSE connection")}` +
       (state.agents.length ? "; agents: " + state.agents.join(", ") : "");
     const runBody = $("runs").tBodies[0];
     runBody.replaceChildren();
