@@ -4,9 +4,9 @@
 The service calls two hooks, both synchronous and O(1): ``spawned`` when an agent call begins in
 this process (a start, a resume, a re-run) and ``settled`` when this process moves a run out of
 ``running`` (or a paused run to ``interrupted``), whoever ran it: a sweeper that settles a lost
-worker's run counts it here. Labels stay bounded: a run of an agent this process does not serve
-(another deployment sharing the store) is counted under ``OTHER_AGENT``, and statuses are the
-``RunStatus`` literals.
+worker's run counts it here; an ``observer`` (the server's tracing) is told of both. Labels stay
+bounded: a run of an agent this process does not serve (another deployment sharing the store) is
+counted under ``OTHER_AGENT``, and statuses are the ``RunStatus`` literals.
 
 Each settlement is logged on ``streamwire.runs`` with the run's ids, agent and ``errorDetail``
 code as fields (``extra``: ``run_id``, ``stream_id``, ``agent``, ``status``, ``code``), which
