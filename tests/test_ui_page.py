@@ -17,7 +17,7 @@ from helpers.runs_server import free_port, serve_cli
 from helpers.tab import chromium_tab
 from streamwire.log.memory import MemoryLog
 from streamwire.runs.demo_agent import demo
-from streamwire.server import create_app, jwt_bearer
+from streamwire.server import StreamApp, create_app, jwt_bearer
 from streamwire.server._auth import mint_token
 
 TOKEN = "ui-t0ken-for-the-test"
@@ -118,3 +118,17 @@ async def test_with_users_each_sees_their_own_runs_only() -> None:
         seen = (await client.get("/ui/state", headers={"Authorization": f"Bearer {alice}"})
                 ).json()
     assert [s["run"]["runId"] for s in seen["streams"]] == ["run-alice"]
+
+
+def test_the_openapi_document_lists_the_ui_routes_only_when_enabled() -> None:
+    def paths(app: StreamApp) -> set[str]:
+        return {p for p in app.openapi_document()["paths"] if p.startswith("/ui")}
+
+    def served(app: StreamApp) -> set[str]:
+        return {path for route in app.routes if (path := getattr(route, "path", "")
+                                                 ).startswith("/ui") and "." not in path}
+
+    on = create_app(MemoryLog(), token=TOKEN, ui=True)
+    off = create_app(MemoryLog(), token=TOKEN)
+    assert paths(on) == served(on) == {"/ui", "/ui/state"}
+    assert paths(off) == served(off) == set()

@@ -44,7 +44,7 @@ from ._runs import RunsAPI, runs_openapi_paths
 from ._settings import ServerSettings
 from ._sse import SSE_RESPONSE_HEADERS, StreamSource
 from ._threads import ThreadsAPI, threads_openapi_paths
-from ._ui import OperatorPage
+from ._ui import OperatorPage, ui_openapi_paths
 
 if TYPE_CHECKING:
     from ._otel import Tracing
@@ -101,6 +101,8 @@ class StreamApp(Starlette):
             document = runs_openapi_paths(document)
         if chat_agent is not None:
             document = threads_openapi_paths(chat_openapi_paths(document))
+        if settings.ui:
+            document = ui_openapi_paths(document)
         self._openapi = encode_json(document)
         json_routes = JSONRoutes(self, ctx)
         #: the app's OpenTelemetry spans (``otel=True``, ``_otel``), else None

@@ -37,7 +37,7 @@ from ._static import page_route, static_route
 if TYPE_CHECKING:
     from ._app import StreamApp
 
-__all__ = ["DEFAULT_UI_LIMIT", "OperatorPage"]
+__all__ = ["DEFAULT_UI_LIMIT", "OperatorPage", "ui_openapi_paths"]
 
 #: Streams ``GET /ui/state`` lists by default (``?limit=`` up to ``MAX_LIST_LIMIT``).
 DEFAULT_UI_LIMIT: Final = 100
@@ -99,3 +99,39 @@ class OperatorPage:
         return json_response({"streams": streams, "more": len(found) > limit,
                               "connections": len(engine.conns),
                               "agents": sorted(runs.agents) if runs is not None else []})
+
+
+def ui_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with the operator's page and its data (``ui=True``)."""
+    errors = {"400": {"$ref": "#/components/responses/BadRequest"},
+              "401": {"$ref": "#/components/responses/Refused"},
+              "403": {"$ref": "#/components/responses/Refused"}}
+    stream: dict[str, Any] = {"type": "object", "required": ["streamId", "status", "head", "readers", "run"],
+              "properties": {"streamId": {"type": "string"}, "status": {"type": "string"},
+                             "head": {"type": "integer"}, "floor": {"type": "integer"},
+                             "epoch": {"type": "string"}, "code": {"type": "string"},
+                             "readers": {"type": "integer"},
+                             "run": {"type": ["object", "null"], "properties": {
+                                 "runId": {"type": "string"}, "agent": {"type": "string"},
+                                 "status": {"type": "string"}, "attempt": {"type": "integer"}}}}}
+    paths: dict[str, Any] = {
+        "/ui": {"get": {
+            "summary": "The operator's page: streams and runs live, a reply, stop.",
+            "responses": {"200": {"description": "An HTML page.", "content": {
+                "text/html": {"schema": {"type": "string"}}}}}}},
+        "/ui/state": {"get": {
+            "summary": "What the operator's page shows (authorized as a write).",
+            "security": [{"bearer": []}],
+            "parameters": [{"name": "limit", "in": "query", "required": False, "schema": {
+                "type": "integer", "minimum": 1, "maximum": MAX_LIST_LIMIT,
+                "default": DEFAULT_UI_LIMIT}}],
+            "responses": {**errors, "200": {"description": "The streams and runs.", "content": {
+                "application/json": {"schema": {
+                    "type": "object", "required": ["streams", "more", "connections", "agents"],
+                    "properties": {"streams": {"type": "array", "items": stream},
+                                   "more": {"type": "boolean"},
+                                   "connections": {"type": "integer"},
+                                   "agents": {"type": "array",
+                                              "items": {"type": "string"}}}}}}}}}},
+    }
+    return {**document, "paths": {**document["paths"], **paths}}
