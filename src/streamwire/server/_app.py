@@ -5,6 +5,7 @@ heartbeats, ``send_timeout``, drain: ``_engine``) and its authorization (the mod
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -109,9 +110,12 @@ class StreamApp(Starlette):
         self.tracing = _tracing(settings, self.runs)
         self._api = api = WriteAPI(log, max_body=settings.max_body_size,
                                    max_batch=settings.max_batch_chunks)
+        # traced, each SSE connection is served inside its span; else straight (no frame more
+        # per reader: a reader waits in this coroutine for as long as it reads)
+        sse: StreamHandler = (self.serve_sse if self.tracing is None
+                              else functools.partial(self.tracing.sse, self.serve_sse))
         routes = [Route("/streams", json_routes.list_streams, methods=["GET"]),
-                  Route("/streams/{stream_id}/sse", RawRoute(self.serve_sse, "stream_id"),
-                        methods=["GET"])]
+                  Route("/streams/{stream_id}/sse", RawRoute(sse, "stream_id"), methods=["GET"])]
         for method, suffix, handler, access in (
                 ("PUT", "", api.create, "write"), ("GET", "/info", api.info, "read"),
                 ("POST", "/chunks", api.chunks, "write"), ("POST", "/end", api.end, "write"),
@@ -135,9 +139,9 @@ class StreamApp(Starlette):
         #: the streaming routes ``__call__`` serves itself: (method, prefix, suffix, handler);
         #: a prefix ending in "/" takes an id up to the suffix, another is the whole path
         self._streaming: list[tuple[str, str, str, StreamHandler]] = [
-            ("GET", "/streams/", "/sse", self.serve_sse)]
+            ("GET", "/streams/", "/sse", sse)]
         if self.runs is not None:
-            runs_api = RunsAPI(self.runs, ctx, self.serve_sse)
+            runs_api = RunsAPI(self.runs, ctx, sse)
             routes += runs_api.routes()
             self._streaming.append(("GET", "/runs/", "/sse", runs_api.sse))
             if chat_agent is not None:
@@ -252,16 +256,10 @@ class StreamApp(Starlette):
                         return
         await super().__call__(scope, receive, send)
 
-    async def serve_sse(self, scope: Scope, receive: Receive, send: Send, stream_id: str) -> None:
-        """The ``GET /streams/{id}/sse`` handler as raw ASGI (``HEAD``: the headers only)."""
-        if self.tracing is not None:
-            await self.tracing.sse(self._serve_sse, scope, receive, send, stream_id)
-        else:
-            await self._serve_sse(scope, receive, send, stream_id)
-
-    async def _serve_sse(self, scope: Scope, receive: Receive, send: Send, stream_id: str,
-                         admitted: list[Connection] | None = None) -> None:
-        """``serve_sse``; ``admitted`` (tracing) gets the connection once admitted."""
+    async def serve_sse(self, scope: Scope, receive: Receive, send: Send, stream_id: str,
+                        admitted: list[Connection] | None = None) -> None:
+        """The ``GET /streams/{id}/sse`` handler as raw ASGI (``HEAD``: the headers only);
+        ``admitted`` (the tracing's) gets the connection once admitted."""
         request = Request(scope, receive)
         ctx, engine = self._ctx, self.engine
         cors = ctx.cors_headers(request)
