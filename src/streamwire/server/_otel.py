@@ -262,6 +262,7 @@ def _sdk_provider() -> TracerProvider:
     endpoint = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
                 or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
     if choice == "none":
+        logger.info("OpenTelemetry: spans are made but not exported (OTEL_TRACES_EXPORTER=none)")
         return provider
     if choice == "otlp" or (not choice and endpoint):
         try:  # an optional package of its own, untyped here when absent
@@ -275,6 +276,10 @@ def _sdk_provider() -> TracerProvider:
                            "installed (%s): spans go to the console instead", _OTLP_HINT)
         else:
             provider.add_span_processor(BatchSpanProcessor(exporter()))
+            logger.info("OpenTelemetry: spans go to %s over OTLP/HTTP",
+                        endpoint or "the OTLP default endpoint")
             return provider
     provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+    logger.info("OpenTelemetry: spans go to the console (set OTEL_EXPORTER_OTLP_ENDPOINT for a "
+                "collector, OTEL_TRACES_EXPORTER=none for none)")
     return provider
