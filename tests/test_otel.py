@@ -271,3 +271,72 @@ print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_with_an_otlp_endpoint_and_the_exporter_spans_go_to_the_collector() -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http",
+                        reason="pip install opentelemetry-exporter-otlp-proto-http")
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from helpers.chaos_proxy import ServerThread
+
+    received: list[bytes] = []
+
+    async def traces(request: Request) -> Response:
+        received.append(await request.body())
+        return Response(ExportTraceServiceRequest().SerializeToString(),
+                        media_type="application/x-protobuf")
+
+    collector = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])])
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with ServerThread(collector) as receiver:
+        proc = _serve(port, _env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+                                 OTEL_SERVICE_NAME="sw-otlp-test"), "--otel")
+        try:
+            _up(base, proc)
+            assert httpx.put(f"{base}/streams/o1",
+                             headers={"Authorization": "Bearer t0ken"}).status_code == 200
+        finally:
+            proc.terminate()
+            out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "spans go to" in err
+    assert "PUT /streams" not in out  # not the console
+    names, services = set(), set()
+    for body in received:
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource_spans in request.resource_spans:
+            services |= {a.value.string_value for a in resource_spans.resource.attributes
+                         if a.key == "service.name"}
+            names |= {s.name for scope in resource_spans.scope_spans for s in scope.spans}
+    assert "PUT /streams/{stream_id}" in names
+    assert services == {"sw-otlp-test"}
+
+
+def test_an_otlp_endpoint_without_the_exporter_says_so_and_falls_back_to_the_console(
+        tmp_path: Path) -> None:
+    hidden = tmp_path / "site" / "opentelemetry" / "exporter"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = _serve(port, _env(tmp_path / "site", OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9"),
+                  "--otel")
+    try:
+        _up(base, proc)
+        assert httpx.put(f"{base}/streams/f1",
+                         headers={"Authorization": "Bearer t0ken"}).status_code == 200
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert ("OTEL_EXPORTER_OTLP_ENDPOINT is set but the OTLP exporter is not installed "
+            "(pip install opentelemetry-exporter-otlp-proto-http)") in err
+    assert '"name": "PUT /streams/{stream_id}"' in out
