@@ -195,24 +195,32 @@ def _up(base: str, proc: subprocess.Popen[str]) -> None:
     raise AssertionError("serve did not come up")
 
 
-@pytest.mark.parametrize("disabled", [False, True])
-def test_serve_otel_exports_to_the_console_as_the_otel_variables_say(disabled: bool) -> None:
+def _serve_and_write(env: dict[str, str], stream_id: str, chunks: int = 0) -> tuple[str, str]:
+    """``serve --otel`` under ``env``: create ``stream_id`` (and append ``chunks`` chunks), then
+    SIGTERM; its standard output and error once it exited 0."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    env = _env(OTEL_SERVICE_NAME="sw-otel-test", OTEL_RESOURCE_ATTRIBUTES="deployment.env=ci",
-               OTEL_TRACES_EXPORTER="console",
-               **({"OTEL_SDK_DISABLED": "true"} if disabled else {}))
+    auth = {"Authorization": "Bearer t0ken"}
     proc = _serve(port, env, "--otel")
     try:
         _up(base, proc)
-        auth = {"Authorization": "Bearer t0ken"}
-        assert httpx.put(f"{base}/streams/c1", headers=auth).status_code == 200
-        assert httpx.post(f"{base}/streams/c1/chunks", headers=auth,
-                          json=[{"step": 0, "chunk": 1}, {"step": 0, "chunk": 2}]).status_code == 200
+        assert httpx.put(f"{base}/streams/{stream_id}", headers=auth).status_code == 200
+        if chunks:
+            assert httpx.post(f"{base}/streams/{stream_id}/chunks", headers=auth, json=[
+                {"step": 0, "chunk": i} for i in range(chunks)]).status_code == 200
     finally:
         proc.terminate()
         out, err = proc.communicate(timeout=20)
     assert proc.returncode == 0, err
+    return out, err
+
+
+@pytest.mark.parametrize("disabled", [False, True])
+def test_serve_otel_exports_to_the_console_as_the_otel_variables_say(disabled: bool) -> None:
+    env = _env(OTEL_SERVICE_NAME="sw-otel-test", OTEL_RESOURCE_ATTRIBUTES="deployment.env=ci",
+               OTEL_TRACES_EXPORTER="console",
+               **({"OTEL_SDK_DISABLED": "true"} if disabled else {}))
+    out, _ = _serve_and_write(env, "c1", chunks=2)
     if disabled:
         assert "POST /streams/{stream_id}/chunks" not in out
         return
@@ -294,19 +302,9 @@ def test_with_an_otlp_endpoint_and_the_exporter_spans_go_to_the_collector() -> N
                         media_type="application/x-protobuf")
 
     collector = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])])
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     with ServerThread(collector) as receiver:
-        proc = _serve(port, _env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
-                                 OTEL_SERVICE_NAME="sw-otlp-test"), "--otel")
-        try:
-            _up(base, proc)
-            assert httpx.put(f"{base}/streams/o1",
-                             headers={"Authorization": "Bearer t0ken"}).status_code == 200
-        finally:
-            proc.terminate()
-            out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
+        out, err = _serve_and_write(_env(OTEL_EXPORTER_OTLP_ENDPOINT=receiver.url,
+                                         OTEL_SERVICE_NAME="sw-otlp-test"), "o1")
     assert "spans go to" in err
     assert "PUT /streams" not in out  # not the console
     names, services = set(), set()
@@ -325,18 +323,8 @@ def test_an_otlp_endpoint_without_the_exporter_says_so_and_falls_back_to_the_con
     hidden = tmp_path / "site" / "opentelemetry" / "exporter"
     hidden.mkdir(parents=True)
     (hidden / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = _serve(port, _env(tmp_path / "site", OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9"),
-                  "--otel")
-    try:
-        _up(base, proc)
-        assert httpx.put(f"{base}/streams/f1",
-                         headers={"Authorization": "Bearer t0ken"}).status_code == 200
-    finally:
-        proc.terminate()
-        out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
+    out, err = _serve_and_write(
+        _env(tmp_path / "site", OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9"), "f1")
     assert ("OTEL_EXPORTER_OTLP_ENDPOINT is set but the OTLP exporter is not installed "
             "(pip install opentelemetry-exporter-otlp-proto-http)") in err
     assert '"name": "PUT /streams/{stream_id}"' in out
