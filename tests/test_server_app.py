@@ -55,7 +55,7 @@ def test_anonymous_writes_when_asked_for() -> None:
             "sequences": [1]}
 
 
-def test_swagger_ui_is_served_at_docs() -> None:
+def test_the_api_page_is_served_at_docs() -> None:
     with ServerThread(create_app(MemoryLog(), token="t")) as server, \
             httpx.Client(base_url=server.url) as client:
         page = client.get("/docs")

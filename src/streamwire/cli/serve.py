@@ -313,6 +313,14 @@ def _run_serve(args: argparse.Namespace) -> int:
     except (ValueError, ImportError) as exc:
         raise CommandLineError(str(exc)) from exc
     from ..errors import UsageError
+
+    if args.otel:  # before anything starts: the extra may be missing
+        from ..server._otel import require_otel
+
+        try:
+            require_otel()
+        except UsageError as exc:
+            raise CommandLineError(str(exc)) from exc
     from ..runs import load_agent
 
     # as uvicorn does with --app-dir: `--agent mymod:fn` finds mymod.py in the folder serve

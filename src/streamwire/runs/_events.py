@@ -4,9 +4,9 @@
 The service calls two hooks, both synchronous and O(1): ``spawned`` when an agent call begins in
 this process (a start, a resume, a re-run) and ``settled`` when this process moves a run out of
 ``running`` (or a paused run to ``interrupted``), whoever ran it: a sweeper that settles a lost
-worker's run counts it here. Labels stay bounded: a run of an agent this process does not serve
-(another deployment sharing the store) is counted under ``OTHER_AGENT``, and statuses are the
-``RunStatus`` literals.
+worker's run counts it here; an ``observer`` (the server's tracing) is told of both. Labels stay
+bounded: a run of an agent this process does not serve (another deployment sharing the store) is
+counted under ``OTHER_AGENT``, and statuses are the ``RunStatus`` literals.
 
 Each settlement is logged on ``streamwire.runs`` with the run's ids, agent and ``errorDetail``
 code as fields (``extra``: ``run_id``, ``stream_id``, ``agent``, ``status``, ``code``), which
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from ._record import RunRecord
 
-__all__ = ["OTHER_AGENT", "RunEvents", "run_fields"]
+__all__ = ["OTHER_AGENT", "RunEvents", "RunObserver", "run_fields"]
 
 logger = logging.getLogger("streamwire.runs")
 
@@ -42,10 +42,18 @@ def run_fields(record: RunRecord) -> dict[str, Any]:
     return fields
 
 
+class RunObserver(Protocol):
+    """Told of ``RunEvents``' two hooks as they happen (synchronous; must not raise)."""
+
+    def spawned(self, record: RunRecord) -> None: ...
+
+    def settled(self, record: RunRecord) -> None: ...
+
+
 class RunEvents:
     """Counters of one ``Runs`` service by agent (and status), and its settlement log."""
 
-    __slots__ = ("_agent_of", "_local", "agents", "finished", "started")
+    __slots__ = ("_agent_of", "_local", "agents", "finished", "observer", "started")
 
     def __init__(self, agents: Iterable[str], local: Collection[str] = ()) -> None:
         #: the agents this process serves: the label values (besides ``OTHER_AGENT``)
@@ -58,6 +66,8 @@ class RunEvents:
         self._agent_of: dict[str, str] = {}
         #: the ids of the runs whose agents run here (the service's own table, read only)
         self._local = local
+        #: told of each ``spawned`` and ``settled`` too (the server's tracing installs one)
+        self.observer: RunObserver | None = None
 
     def label(self, agent: str) -> str:
         """``agent`` as a label value: itself when served here, else ``OTHER_AGENT``."""
@@ -68,12 +78,16 @@ class RunEvents:
         agent = self.label(record.agent)
         self.started[agent] = self.started.get(agent, 0) + 1
         self._agent_of[record.run_id] = agent
+        if self.observer is not None:
+            self.observer.spawned(record)
 
     def settled(self, record: RunRecord) -> None:
         """This process moved ``record`` to its (new) status: count it and log it."""
         key = (self.label(record.agent), record.status)
         self._agent_of.pop(record.run_id, None)
         self.finished[key] = self.finished.get(key, 0) + 1
+        if self.observer is not None:
+            self.observer.settled(record)
         fields = run_fields(record)
         if record.status == "failed" and fields.get("code") != "WORKER_SHUTDOWN":
             logger.warning("run %s: agent %r failed %s", record.run_id, record.agent,

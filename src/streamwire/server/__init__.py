@@ -17,7 +17,12 @@
     GET  /healthz                   200 while the process is up (no token, calls nothing)
     GET  /readyz                    200 when the log answers and agents run, else 503 (no token)
     GET  /openapi.json              the OpenAPI document of the above
-    GET  /docs                      the document in Swagger UI (assets from a CDN)
+    GET  /docs                      the document as a page (its script and style served here: no CDN)
+    GET  /ui                        ui=True only: the operator's page (streams, runs, a reply, stop)
+
+The pages (``/docs``, ``/ui``) load nothing from another origin (a Content-Security-Policy says
+so); ``/ui``'s data (``GET /ui/state``) needs write access, and the page asks for the token.
+``otel=True`` traces runs, stream writes and SSE connections with OpenTelemetry (``_otel``).
 
 Every option is a field of ``ServerSettings`` (``create_app``'s keywords build one; ``streamwire
 serve``'s flags are derived from it).

@@ -5,9 +5,10 @@ heartbeats, ``send_timeout``, drain: ``_engine``) and its authorization (the mod
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import AsyncGenerator, Iterable, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import msgspec
@@ -23,7 +24,7 @@ from ..log import StreamLog
 from ..log._reader import ReadPosition
 from ..runs import Agent, Runs
 from ._asgi import Receive, Scope, Send
-from ._auth import Authorize, write_protection
+from ._auth import Access, Authorize, write_protection
 from ._chat import ChatAPI, chat_openapi_paths
 from ._context import (
     CORS_ALLOW_HEADERS,
@@ -32,11 +33,11 @@ from ._context import (
     RouteContext,
     StreamHandler,
 )
-from ._engine import WAITING, Engine, ServerStatistics
+from ._engine import WAITING, Connection, Engine, ServerStatistics
 from ._fanout import Fanout, log_shares_readers
 from ._http import Refusal, WriteAPI, encode_json, parse_cursor
 from ._metrics import RunCounts, exposition
-from ._openapi import include_openapi, openapi_document, routing_error
+from ._openapi import docs_routes, include_openapi, openapi_document, routing_error
 from ._ops import Probes
 from ._owners import Owners
 from ._routes import JSONRoutes
@@ -44,6 +45,10 @@ from ._runs import RunsAPI, runs_openapi_paths
 from ._settings import ServerSettings
 from ._sse import SSE_RESPONSE_HEADERS, StreamSource
 from ._threads import ThreadsAPI, threads_openapi_paths
+from ._ui import OperatorPage, ui_openapi_paths
+
+if TYPE_CHECKING:
+    from ._otel import Tracing
 
 __all__ = ["StreamApp"]
 
@@ -97,27 +102,35 @@ class StreamApp(Starlette):
             document = runs_openapi_paths(document)
         if chat_agent is not None:
             document = threads_openapi_paths(chat_openapi_paths(document))
+        if settings.ui:
+            document = ui_openapi_paths(document)
         self._openapi = encode_json(document)
         json_routes = JSONRoutes(self, ctx)
-        w = json_routes.stream_route
+        #: the app's OpenTelemetry spans (``otel=True``, ``_otel``), else None
+        self.tracing = _tracing(settings, self.runs)
         self._api = api = WriteAPI(log, max_body=settings.max_body_size,
                                    max_batch=settings.max_batch_chunks)
-        routes = [
-            Route("/streams", json_routes.list_streams, methods=["GET"]),
-            Route("/streams/{stream_id}", w(api.create, "write"), methods=["PUT"]),
-            Route("/streams/{stream_id}/info", w(api.info, "read"), methods=["GET"]),
-            Route("/streams/{stream_id}/sse", RawRoute(self.serve_sse, "stream_id"),
-                  methods=["GET"]),
-            Route("/streams/{stream_id}/chunks", w(api.chunks, "write"), methods=["POST"]),
-            Route("/streams/{stream_id}/end", w(api.end, "write"), methods=["POST"]),
-            Route("/streams/{stream_id}/fail", w(api.fail, "write"), methods=["POST"]),
-            Route("/streams/{stream_id}/cleanup", w(api.cleanup, "write"), methods=["POST"]),
-            Route("/streams/{stream_id}/reset", w(api.reset, "write"), methods=["POST"]),
-            Route("/streams/{stream_id}/reactivate", w(api.reactivate, "write"),
-                  methods=["POST"]),
-            Route("/streams/{stream_id}/keepalive", w(api.keepalive, "write"), methods=["POST"]),
+        # traced, each SSE connection is served inside its span; else straight (no frame more
+        # per reader: a reader waits in this coroutine for as long as it reads)
+        sse: StreamHandler = (self.serve_sse if self.tracing is None
+                              else functools.partial(self.tracing.sse, self.serve_sse))
+        routes = [Route("/streams", json_routes.list_streams, methods=["GET"]),
+                  Route("/streams/{stream_id}/sse", RawRoute(sse, "stream_id"), methods=["GET"])]
+        for method, suffix, handler, access in (
+                ("PUT", "", api.create, "write"), ("GET", "/info", api.info, "read"),
+                ("POST", "/chunks", api.chunks, "write"), ("POST", "/end", api.end, "write"),
+                ("POST", "/fail", api.fail, "write"), ("POST", "/cleanup", api.cleanup, "write"),
+                ("POST", "/reset", api.reset, "write"),
+                ("POST", "/reactivate", api.reactivate, "write"),
+                ("POST", "/keepalive", api.keepalive, "write")):
+            template = "/streams/{stream_id}" + suffix
+            endpoint = json_routes.stream_route(handler, cast(Access, access))
+            if self.tracing is not None:
+                endpoint = self.tracing.route(endpoint, method, template)
+            routes.append(Route(template, endpoint, methods=[method]))
+        routes += [
             Route("/openapi.json", json_routes.openapi, methods=["GET"]),
-            Route("/docs", json_routes.docs, methods=["GET"]),
+            *docs_routes(),
             Route("/metrics", json_routes.metrics, methods=["GET"]),
             # the probes of a load balancer or Kubernetes: no authorization (``_ops``)
             Route("/healthz", (probes := Probes(self, ctx)).healthz, methods=["GET"]),
@@ -126,9 +139,9 @@ class StreamApp(Starlette):
         #: the streaming routes ``__call__`` serves itself: (method, prefix, suffix, handler);
         #: a prefix ending in "/" takes an id up to the suffix, another is the whole path
         self._streaming: list[tuple[str, str, str, StreamHandler]] = [
-            ("GET", "/streams/", "/sse", self.serve_sse)]
+            ("GET", "/streams/", "/sse", sse)]
         if self.runs is not None:
-            runs_api = RunsAPI(self.runs, ctx, self.serve_sse)
+            runs_api = RunsAPI(self.runs, ctx, sse)
             routes += runs_api.routes()
             self._streaming.append(("GET", "/runs/", "/sse", runs_api.sse))
             if chat_agent is not None:
@@ -136,6 +149,8 @@ class StreamApp(Starlette):
                 routes += chat_api.routes() + ThreadsAPI(chat_api.threads, ctx).routes()
                 self._streaming += [("POST", "/api/chat", "", chat_api.post),
                                     ("GET", "/api/chat/", "/stream", chat_api.resume)]
+        if settings.ui:
+            routes += OperatorPage(self, ctx).routes()
         middleware: list[Middleware] = []
         if settings.cors_origins:
             middleware.append(Middleware(
@@ -168,6 +183,8 @@ class StreamApp(Starlette):
             if undo is not None:
                 undo()
             await self.drain()
+            if self.tracing is not None:
+                self.tracing.close()
 
     async def drain_runs(self) -> None:
         """The first exit signal's drain (before ``begin_shutdown``): starts and resumes answer
@@ -239,8 +256,10 @@ class StreamApp(Starlette):
                         return
         await super().__call__(scope, receive, send)
 
-    async def serve_sse(self, scope: Scope, receive: Receive, send: Send, stream_id: str) -> None:
-        """The ``GET /streams/{id}/sse`` handler as raw ASGI (``HEAD``: the headers only)."""
+    async def serve_sse(self, scope: Scope, receive: Receive, send: Send, stream_id: str,
+                        admitted: list[Connection] | None = None) -> None:
+        """The ``GET /streams/{id}/sse`` handler as raw ASGI (``HEAD``: the headers only);
+        ``admitted`` (the tracing's) gets the connection once admitted."""
         request = Request(scope, receive)
         ctx, engine = self._ctx, self.engine
         cors = ctx.cors_headers(request)
@@ -256,6 +275,8 @@ class StreamApp(Starlette):
             await ctx.owners.check_stream(await ctx.check_access(request, stream_id, "read"),
                                           stream_id)
             conn = engine.admit(stream_id, scope, cursor)
+            if admitted is not None:
+                admitted.append(conn)
             started = time.perf_counter()
             info = await self.log.info(stream_id)
             self.metrics.log_info.observe(time.perf_counter() - started)
@@ -313,3 +334,16 @@ class StreamApp(Starlette):
         """A copy of the OpenAPI document served at ``/openapi.json``."""
         document: dict[str, Any] = msgspec.json.decode(self._openapi)
         return document
+
+
+def _tracing(settings: ServerSettings, runs: Runs | None) -> Tracing | None:
+    """The app's tracing when ``settings.otel`` (imported only then: off, OpenTelemetry is never
+    loaded), watching ``runs``."""
+    if not settings.otel:
+        return None
+    from ._otel import Tracing
+
+    tracing = Tracing()
+    if runs is not None:
+        runs.events.observer = tracing
+    return tracing

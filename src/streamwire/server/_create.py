@@ -48,6 +48,8 @@ def create_app(
     retry_after: int = DEFAULT_RETRY_AFTER,
     retry: int | None = None,
     drain_on_signal: bool = True,
+    otel: bool = False,
+    ui: bool = False,
     agents: Runs | Mapping[str, Agent] | Iterable[Agent] | None = None,
     chat_agent: str | None = None,
     chat_multitask: str = "reject",
@@ -90,6 +92,11 @@ def create_app(
             graceful shutdown, which would otherwise wait for them (uvicorn, granian); chained
             on lifespan startup, or when the first SSE connection opens (mounted, no lifespan).
             Off: call ``drain()`` yourself.
+        otel: trace with OpenTelemetry (``streamwire.server._otel``): a span per run, per write
+            request and per SSE connection; needs ``pip install 'streamwire[otel]'``
+            (``UsageError`` without it). Off, OpenTelemetry is never imported.
+        ui: serve the operator's page at ``/ui`` (``streamwire.server._ui``): the streams and
+            runs live, a run's reply, stop; its data needs write access.
         agents: serve the runs API (``streamwire.server._runs``) for these agents (by name, or
             callables under their ``__name__``), or a configured ``streamwire.runs.Runs`` over
             the same log; their records go to the log's backend.
@@ -107,7 +114,7 @@ def create_app(
     Raises:
         ValueError: an option out of its range (``ServerSettings`` names it).
         UsageError: no choice (or two) about who may write; ``chat_agent`` or one of
-            ``chat_agents`` not among ``agents``.
+            ``chat_agents`` not among ``agents``; ``otel=True`` without OpenTelemetry.
     """
     settings = ServerSettings(
         heartbeat_interval=heartbeat_interval, send_timeout=send_timeout,
@@ -116,7 +123,7 @@ def create_app(
         expose_errors=expose_errors, max_body_size=max_body_size,
         max_batch_chunks=max_batch_chunks, max_stream_id_length=max_stream_id_length,
         shutdown_grace_period=shutdown_grace_period, retry_after=retry_after, retry=retry,
-        drain_on_signal=drain_on_signal)
+        drain_on_signal=drain_on_signal, otel=otel, ui=ui)
     return StreamApp(log, settings, authorize=authorize, token=token,
                      allow_anonymous_writes=allow_anonymous_writes, agents=agents,
                      chat_agent=chat_agent, chat_multitask=chat_multitask,

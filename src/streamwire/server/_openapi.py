@@ -10,13 +10,14 @@ from typing import Any, cast
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount
+from starlette.routing import Mount, Route
 
 from .._compat.msgspec import parse_validation_error
 from ..log import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT
 from ._http import Refusal
+from ._static import page_route, static_route
 
-__all__ = ["NOT_JSON", "docs_page", "explain_invalid", "include_openapi", "merge_openapi", "openapi_document",
+__all__ = ["NOT_JSON", "docs_routes", "explain_invalid", "include_openapi", "merge_openapi", "openapi_document",
            "routing_error"]
 
 #: The prefix of streamwire's component names in a host's document (``streamwire.StreamInfo``).
@@ -180,7 +181,7 @@ def openapi_document() -> dict[str, Any]:
                                 "status": "unavailable",
                                 "reason": "the stream log did not answer in time"}}}}}}},
             "/docs": {"get": {
-                "summary": "This document in Swagger UI (its assets load from a CDN).",
+                "summary": "This document as a page (its script and style are served here too: no CDN).",
                 "responses": {"200": {"description": "An HTML page.",
                                       "content": {"text/html": {"schema": {"type": "string"}}}}}}},
         },
@@ -254,29 +255,12 @@ def openapi_document() -> dict[str, Any]:
     }
 
 
-def docs_page(openapi_url: str) -> bytes:
-    """The ``GET /docs`` page: Swagger UI over ``openapi_url``. Its script and style come from a
-    CDN (jsDelivr), so the page needs the browser to reach it; the JSON itself is local."""
-    return f"""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>streamwire stream server - API</title>
-<!-- Swagger UI's assets load from the jsDelivr CDN: without access to it, read {openapi_url} -->
-<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css">
-</head>
-<body>
-<noscript>Swagger UI needs JavaScript; the OpenAPI document is at
-<a href="{openapi_url}">{openapi_url}</a>.</noscript>
-<div id="swagger-ui">Loading Swagger UI from cdn.jsdelivr.net; the OpenAPI document itself is at
-<a href="{openapi_url}">{openapi_url}</a>.</div>
-<script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"></script>
-<script>
-SwaggerUIBundle({{url: "{openapi_url}", dom_id: "#swagger-ui"}});
-</script>
-</body>
-</html>
-""".encode()
+def docs_routes() -> list[Route]:
+    """``GET /docs``: a page that renders ``/openapi.json`` (paths, methods, summaries,
+    parameters, request and response schemas), and its script and style, all served here: the
+    page loads nothing from another origin (``_static``)."""
+    return [page_route("/docs", "docs.html"), static_route("/docs/docs.js", "docs.js"),
+            static_route("/docs/docs.css", "docs.css")]
 
 
 def merge_openapi(host: dict[str, Any], ours: dict[str, Any], prefix: str = "") -> dict[str, Any]:

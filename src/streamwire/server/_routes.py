@@ -1,6 +1,6 @@
 """The JSON side of ``StreamApp``'s routing: the per-stream JSON routes' wrapper (id, access and
 ownership checks, timing, errors that name fields and HTTP routes), ``GET /streams``,
-``GET /metrics``, ``/openapi.json`` and ``/docs``. A write route refuses the streams of runs and
+``GET /metrics`` and ``/openapi.json``. A write route refuses the streams of runs and
 chats (``_ids.WriteGuard``): they have one writer, the server itself. A run's or chat's stream
 that is another user's answers as a missing one (``_owners``), and ``GET /streams`` lists only
 the caller's own."""
@@ -22,7 +22,7 @@ from ._context import Endpoint, RouteContext
 from ._http import Refusal, info_json, json_response
 from ._ids import WriteGuard
 from ._metrics import CONTENT_TYPE
-from ._openapi import docs_page, explain_invalid
+from ._openapi import explain_invalid
 
 if TYPE_CHECKING:
     from ._app import StreamApp
@@ -131,10 +131,6 @@ class JSONRoutes:
 
     async def openapi(self, request: Request) -> Response:
         return Response(self.app.openapi_json, media_type="application/json")
-
-    async def docs(self, request: Request) -> Response:
-        root: str = request.scope.get("root_path", "")
-        return Response(docs_page(f"{root}/openapi.json"), media_type="text/html")
 
 
 def _limit(text: str | None) -> int:

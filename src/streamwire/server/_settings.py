@@ -86,6 +86,14 @@ class ServerSettings:
         True, "flag", "--drain-on-signal",
         "on SIGINT / SIGTERM, end the open streams (recoverable fail) before the server's own "
         "graceful shutdown, which would otherwise wait for them")
+    otel: bool = _option(
+        False, "flag", "--otel",
+        "trace runs, writes and SSE connections with OpenTelemetry (the OTEL_* variables "
+        "configure it; pip install 'streamwire[otel]')")
+    ui: bool = _option(
+        False, "flag", "--ui",
+        "serve the operator's page at /ui: streams and runs live, a reply, stop (needs the "
+        "write token)")
 
     def __post_init__(self) -> None:
         check(self)
