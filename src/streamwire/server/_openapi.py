@@ -50,7 +50,7 @@ _WRITE_ERRORS: dict[str, Any] = {
 }
 
 
-#: One example of each request body (shown by Swagger UI, and in the README).
+#: One example of each request body (shown on the /docs page and in the HTTP API reference).
 _EXAMPLES: dict[str, Any] = {
     "Chunks": [{"step": 1, "chunk": {"event": "chunk", "data": {"chunk": "Hel"}}},
                {"step": 1, "chunk": {"event": "chunk", "data": {"chunk": "lo"}}}],
