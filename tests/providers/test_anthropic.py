@@ -72,6 +72,7 @@ async def test_parallel_tool_use_blocks(replay: ReplayServer, mode: Mode) -> Non
         {"toolCallId": "toolu_tokyo", "toolName": "get_weather", "input": {"city": "Tokyo"}}]
     output = relayed.status["output"]
     assert (output["finishReason"], output["rawFinishReason"]) == ("tool-calls", "tool_use")
+    assert relayed.ui[-1] == {"type": "finish", "finishReason": "tool-calls"}
     assert [c["toolCallId"] for c in output["toolCalls"]] == ["toolu_paris", "toolu_tokyo"]
     assert ui_types(relayed.ui).count("tool-input-delta") == 6
 

@@ -87,6 +87,7 @@ async def test_chat_completions_parallel_tool_calls_with_fragmented_arguments(
     output = relayed.status["output"]
     assert output["finishReason"] == "tool-calls"
     assert output["rawFinishReason"] == "tool_calls"
+    assert relayed.ui[-1] == {"type": "finish", "finishReason": "tool-calls"}  # useChat sees it
     assert output["toolCalls"] == [
         {"toolCallId": "call_paris", "toolName": "get_weather", "input": {"city": "Paris"}},
         {"toolCallId": "call_tokyo", "toolName": "get_weather", "input": {"city": "Tokyo"}}]
@@ -214,6 +215,7 @@ async def test_a_compatible_servers_reasoning_and_a_refusal(replay: ReplayServer
     refused = await chat(replay, "chat_refusal")
     assert refused.text() == "I can't help with that."
     assert refused.status["output"]["finishReason"] == "content-filter"
+    assert refused.ui[-1] == {"type": "finish", "finishReason": "content-filter"}
     assert refused.status["output"]["rawFinishReason"] == "stop"
 
 

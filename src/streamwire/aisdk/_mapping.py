@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Final, TypeAlias, cast
+from typing import Any, Final, TypeAlias, cast, get_args
 
 from ..chat import (
     STOP_REASON_TO_END_REASON,
@@ -42,6 +42,7 @@ __all__ = [
     "ChatTerminal",
     "chat_terminal",
     "end_reason",
+    "finish_reason",
     "open_tool_ending",
     "terminal_frame",
     "truncated_text",
@@ -142,6 +143,21 @@ def end_reason(frame: EndFrame) -> StreamEndReason:
             if mapped is not None:
                 return mapped
     return END_REASONS[frame.status]
+
+
+_FINISH_VALUES: Final = frozenset(get_args(FinishReason))
+
+
+def finish_reason(frame: EndFrame) -> FinishReason:
+    """The ``finishReason`` of a reply whose run ended with ``frame``: the one its output names
+    in the AI SDK's words (a model relay's ``finishReason``: ``tool-calls``, ``content-filter``,
+    ...), else its end reason's (``FINISH_REASONS``)."""
+    raw: object = frame.output
+    if frame.status == "completed" and isinstance(raw, dict):
+        named: object = cast(dict[str, Any], raw).get("finishReason")
+        if named in _FINISH_VALUES:
+            return cast(FinishReason, named)
+    return FINISH_REASONS[end_reason(frame)]
 
 
 def chat_terminal(frame: TerminalFrame, *, message_id: str = "",

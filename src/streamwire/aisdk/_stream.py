@@ -59,7 +59,7 @@ from typing import Any, Final, cast, final
 
 import msgspec
 
-from ..chat import Chat, StreamEndReason, ToolCallState, advance_tool_call
+from ..chat import Chat, ToolCallState, advance_tool_call
 from ..errors import PayloadError, UsageError
 from ..frames import (
     ChunkFrame,
@@ -73,9 +73,8 @@ from ..frames import (
 from ._chunks import UIMessageChunk, encode_event_id, encode_ui_event, split_message_chunk
 from ._mapping import (
     DATA_PARTS,
-    FINISH_REASONS,
     TOOL_CHUNKS,
-    end_reason,
+    finish_reason,
     open_tool_ending,
 )
 from ._words import reply_error_code, reply_error_words
@@ -383,10 +382,9 @@ class UIMessageStreamEncoder:
         if self._step_open:
             out.append({"type": "finish-step"})
         if isinstance(frame, EndFrame):
-            reason: StreamEndReason = end_reason(frame)
             if frame.status == "interrupted":
                 out.append({"type": "abort", "reason": "interrupted"})
-            out.append({"type": "finish", "finishReason": FINISH_REASONS[reason]})
+            out.append({"type": "finish", "finishReason": finish_reason(frame)})
             return
         # D-4, in the user's words (``_words``); the code for the page's logic just before
         out.append({"type": "message-metadata",
