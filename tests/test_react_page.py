@@ -68,12 +68,12 @@ def test_without_the_build_the_page_says_how_to_build_it(tmp_path: Path,
 class Page:
     """One browser tab on the example app."""
 
-    def __init__(self, browser: DevTools, base: str) -> None:
+    def __init__(self, browser: DevTools, base: str, context: str | None = None) -> None:
+        """A new tab (in browser context ``context``, else the default one): the browser's
+        calls go to it from now on."""
         self.browser = browser
         self.base = base
-        target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        browser.session = browser.call("Target.attachToTarget", {
-            "targetId": target, "flatten": True})["sessionId"]
+        browser.open_tab(context)
         browser.call("Page.enable")
 
     def open(self, query: str) -> None:
@@ -91,6 +91,13 @@ class Page:
             self.browser.call("Input.dispatchKeyEvent", {
                 "type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13,
                 **({"text": "\r"} if kind == "keyDown" else {})})
+
+    def sign_in(self, token: str) -> None:
+        """Type ``token`` in the page's Sign in field and save it (``localStorage``)."""
+        self.dom("document.querySelector('.signin summary').click()")
+        self.dom("document.querySelector('.signin input').focus()")
+        self.browser.call("Input.insertText", {"text": token})
+        self.dom("document.querySelector('.signin button[type=submit]').click()")
 
     def state_when(self, condition: str, what: str, timeout: float = 30) -> dict[str, Any]:
         state: dict[str, Any] = self.browser.wait_for(
@@ -142,10 +149,14 @@ def _chat() -> str:
 @pytest.mark.browser
 def test_a_tool_reply_shows_its_card_then_the_answer_in_a_second_step(page: Page,
                                                                        shots: Path) -> None:
-    page.open(f"chat={_chat()}")
+    chat = _chat()
+    page.open(f"chat={chat}")
     page.ask("What is the weather? /tool")
     final = page.state_when(f"s.status === 'ready' && s.text === {json.dumps(TOOL_ANSWER)}",
                             "the tool reply's answer")
+    # the server keeps threads: once the reply ended, the list (GET /api/chats) shows this one
+    page.browser.wait_for(f"!!document.querySelector('.sidebar [data-chat=\"{chat}\"]')",
+                          "the thread in the thread list")
     layout = page.dom("""(() => {
       const reply = [...document.querySelectorAll('.msg.assistant')].pop();
       return [...reply.children].map((el) => ({
@@ -166,7 +177,6 @@ def test_a_tool_reply_shows_its_card_then_the_answer_in_a_second_step(page: Page
     assert "18" in card["output"]
     assert answer["text"].strip() == TOOL_ANSWER
     assert not page.dom("!!document.querySelector('[data-status=writing]')")
-    assert not page.dom("!!document.querySelector('.sidebar')"), "no GET /api/chats: no sidebar"
 
 
 @pytest.mark.browser
@@ -245,10 +255,7 @@ def test_a_server_that_wants_a_token_gets_it_from_the_sign_in_field(shots: Path)
             page.ask("Hello /tool")
             refused = page.state_when("s.status === 'error'", "the refusal")
             page.screenshot("react-sign-in-needed.png", shots)
-            page.dom("document.querySelector('.signin summary').click()")
-            page.dom("document.querySelector('.signin input').focus()")
-            browser.call("Input.insertText", {"text": "s3cret-token"})
-            page.dom("document.querySelector('.signin button[type=submit]').click()")
+            page.sign_in("s3cret-token")
             page.dom("document.querySelector('.retry').click()")
             final = page.state_when(f"s.status === 'ready' && s.text === {json.dumps(TOOL_ANSWER)}",
                                     "the reply with the token")

@@ -6,7 +6,9 @@ with vite (``web/`` -> ``web/dist/``), streamwire serves the demo agent's replie
     uvicorn app:app --app-dir examples/react_chat   # then open http://127.0.0.1:8000/
 
 With ``STREAMWIRE_TOKEN`` set, every chat request needs ``Authorization: Bearer <that token>``
-(the page has a token field); without it anyone who opens the page may chat. Swap ``demo`` for
+(the page has a token field); without it anyone who opens the page may chat. With
+``STREAMWIRE_JWT_SECRET`` set instead, callers are users: each signs in with a JWT (``streamwire
+token --sub NAME``) and sees only the threads they started, from any browser. Swap ``demo`` for
 your own agent and ``MemoryLog`` for ``SQLiteLog``/``RedisLog`` to keep replies across restarts.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hmac
 import html
+import inspect
 import os
 from pathlib import Path
 
@@ -25,20 +28,29 @@ from starlette.requests import Request
 
 from streamwire.log.memory import MemoryLog
 from streamwire.runs.demo_agent import demo
-from streamwire.server import create_app
+from streamwire.server import Access, User, create_app, jwt_bearer
 
 DIST = Path(__file__).with_name("web") / "dist"
 TOKEN = os.environ.get("STREAMWIRE_TOKEN") or None
+_SECRET = os.environ.get("STREAMWIRE_JWT_SECRET")
+#: Who the caller is, from a JWT (with ``STREAMWIRE_JWT_SECRET``): each thread is its creator's.
+USERS = jwt_bearer(_SECRET) if _SECRET else None
 
 
-def authorize(request: Request, name: str, access: str) -> None:
-    """Chat requests only (with the bearer token when ``STREAMWIRE_TOKEN`` is set)."""
-    if TOKEN is not None:
+async def authorize(request: Request, name: str, access: Access) -> User | str | None:
+    """Chat requests only (with the bearer token when ``STREAMWIRE_TOKEN`` is set); the caller
+    is the user when ``USERS`` reads JWTs."""
+    user: User | str | None = None
+    if USERS is not None:
+        found = USERS(request, name, access)
+        user = await found if inspect.isawaitable(found) else found
+    elif TOKEN is not None:
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), TOKEN.encode()):
             raise HTTPException(401, "a bearer token is needed")
     if access == "write" and not request.url.path.startswith("/api/chat"):
         raise HTTPException(403, "this example only takes chat messages")
+    return user
 
 
 stream_app = create_app(MemoryLog(), authorize=authorize, agents=[demo], chat_agent="demo")

@@ -62,6 +62,28 @@ class DevTools:
                 result: dict[str, Any] = reply["result"]
                 return result
 
+    def new_context(self) -> str:
+        """A new browser context (``Target.createBrowserContext``): its own cookies, storage and
+        cache, as another browser's would be. Its id, for ``open_tab``."""
+        session, self.session = self.session, ""  # a browser-wide command
+        try:
+            context: str = self.call("Target.createBrowserContext")["browserContextId"]
+        finally:
+            self.session = session
+        return context
+
+    def open_tab(self, context: str | None = None) -> str:
+        """A new blank tab in ``context`` (default: the default context), attached: every call
+        after this one goes to it. Its session id."""
+        self.session = ""
+        params: dict[str, Any] = {"url": "about:blank"}
+        if context is not None:
+            params["browserContextId"] = context
+        target = self.call("Target.createTarget", params)["targetId"]
+        self.session = self.call("Target.attachToTarget", {"targetId": target,
+                                                           "flatten": True})["sessionId"]
+        return self.session
+
     def evaluate(self, expression: str) -> Any:
         result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
                                                 "awaitPromise": True})

@@ -7,7 +7,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { AbstractChat, DefaultChatTransport } from 'ai';
+import { DefaultChatTransport } from 'ai';
+
+import { Chat, plain, stored as storedAt } from './sdk_chat.mjs';
 
 const BASE = process.env.STREAMWIRE_THREADS_URL;
 const skip = BASE ? false : 'run by tests/test_threads_node.py (STREAMWIRE_THREADS_URL)';
@@ -16,30 +18,7 @@ const RUN = Math.random().toString(36).slice(2, 8);
 
 const transport = () => new DefaultChatTransport({ api: `${BASE}/api/chat`, headers: AUTH,
                                                    body: { pace: 0.001 } });
-
-class State {
-  status = 'ready';
-  error = undefined;
-  messages = [];
-  constructor(messages = []) { this.messages = messages; }
-  pushMessage = (m) => { this.messages = [...this.messages, m]; };
-  popMessage = () => { this.messages = this.messages.slice(0, -1); };
-  replaceMessage = (i, m) => { this.messages = this.messages.with(i, structuredClone(m)); };
-  snapshot = (thing) => structuredClone(thing);
-}
-
-class Chat extends AbstractChat {
-  constructor({ messages, ...options }) { super({ ...options, state: new State(messages) }); }
-}
-
-async function stored(id) {
-  const response = await fetch(`${BASE}/api/chat/${id}/messages`, { headers: AUTH });
-  assert.equal(response.status, 200, await response.clone().text());
-  return response.json();
-}
-
-// what the SDK holds, as JSON (undefined keys dropped, as on the wire)
-const plain = (messages) => JSON.parse(JSON.stringify(messages));
+const stored = (id) => storedAt(BASE, id, AUTH);
 
 test('after replies the server\'s messages equal the SDK\'s (a tool reply, a text reply)',
      { skip }, async () => {

@@ -78,7 +78,7 @@ function Sidebar({ threads, chatId }) {
           const id = t.id || t.chatId;
           return (
             <li key={id}>
-              <button type="button" className={id === chatId ? "current" : ""} onClick={() => openChat(id)}>
+              <button type="button" data-chat={id} className={id === chatId ? "current" : ""} onClick={() => openChat(id)}>
                 {t.title || t.preview || "Untitled conversation"}
               </button>
             </li>

@@ -124,7 +124,7 @@ export async function loadThreads() {
     const response = await authFetch("/api/chats");
     if (!response.ok) return null;
     const body = await response.json();
-    const items = Array.isArray(body) ? body : body.chats || body.items || body.data;
+    const items = Array.isArray(body) ? body : body.threads || body.chats || body.items || body.data;
     return Array.isArray(items) ? items : null;
   } catch {
     return null;
