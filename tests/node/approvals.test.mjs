@@ -9,8 +9,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { AbstractChat, DefaultChatTransport,
-         lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
+
+import { Chat as SdkChat, plain, stored as storedAt, textOf as text, waitFor } from './sdk_chat.mjs';
 
 const BASE = process.env.STREAMWIRE_APPROVALS_URL;
 const skip = BASE ? false : 'run by tests/test_approvals_node.py (STREAMWIRE_APPROVALS_URL)';
@@ -19,43 +20,17 @@ const RUN = Math.random().toString(36).slice(2, 8);
 const APPROVED = 'Done: notes.txt is deleted.';
 const DENIED = 'All right, I left notes.txt alone.';
 
-class State {
-  status = 'ready';
-  error = undefined;
-  messages = [];
-  constructor(messages = []) { this.messages = messages; }
-  pushMessage = (m) => { this.messages = [...this.messages, m]; };
-  popMessage = () => { this.messages = this.messages.slice(0, -1); };
-  replaceMessage = (i, m) => { this.messages = this.messages.with(i, structuredClone(m)); };
-  snapshot = (thing) => structuredClone(thing);
-}
-
-class Chat extends AbstractChat {
-  constructor({ messages, ...options }) {
-    super({ ...options, state: new State(messages),
+class Chat extends SdkChat {
+  constructor(options) {
+    super({ ...options,
             transport: new DefaultChatTransport({ api: `${BASE}/api/chat`, headers: AUTH,
                                                   body: { pace: 0.001 } }),
             sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses });
   }
 }
 
-async function stored(id) {
-  const response = await fetch(`${BASE}/api/chat/${id}/messages`, { headers: AUTH });
-  assert.equal(response.status, 200, await response.clone().text());
-  return response.json();
-}
-
-const plain = (messages) => JSON.parse(JSON.stringify(messages));
+const stored = (id) => storedAt(BASE, id, AUTH);
 const tool = (message) => message.parts.find((p) => p.type === 'tool-delete_file');
-const text = (message) => message.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
-
-async function until(check, what) {
-  const deadline = Date.now() + 15000;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 async function askToDelete(chat) {
   await chat.sendMessage({ text: '/approve please delete notes.txt' });
@@ -70,7 +45,7 @@ async function askToDelete(chat) {
 async function answer(chat, id, approved, reason) {
   const before = chat.lastMessage.id;
   await chat.addToolApprovalResponse({ id, approved, reason });
-  await until(() => chat.status === 'ready' && ['output-available', 'output-denied']
+  await waitFor(() => chat.status === 'ready' && ['output-available', 'output-denied']
     .includes(tool(chat.lastMessage).state), 'the continued reply');
   assert.equal(chat.error, undefined, String(chat.error));
   assert.equal(chat.lastMessage.id, before, 'the reply goes on in the same message');
