@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { Chat, RecordingTransport, plain, refusal, runOf, stored as storedAt, textOf, waitFor }
+import { Chat, RecordingTransport, plain, refusal, runOf, stored as storedAt, streaming, textOf }
   from './sdk_chat.mjs';
 
 const SERVERS = JSON.parse(process.env.STREAMWIRE_MULTITASK || '{}');
@@ -37,9 +37,7 @@ async function slowReply(base, id) {
   const tab = transport(base);
   const chat = new Chat({ id, transport: tab });
   const done = chat.sendMessage({ text: SLOW });
-  await waitFor(() => chat.status === 'streaming' && words(chat.lastMessage) > 5,
-                () => `the /slow reply streaming (${chat.status} ${chat.error}; chunks: `
-                      + `${tab.types().join(' ')})`);
+  await streaming(chat, () => words(chat.lastMessage) > 5, 'the /slow reply streaming');
   return { chat, tab, done, runId: runOf(chat.lastMessage) };
 }
 
@@ -87,7 +85,7 @@ describe('a message while a reply runs', { concurrency: true }, () => {
     // the first tab's reply ended as stopped: abort then finish, with the text so far
     assert.equal(first.chat.status, 'ready', String(first.chat.error));
     const types = first.tab.types();
-    assert.ok(types.includes('abort'), types.join(' '));
+    assert.ok(types.includes('abort'), `the reply ended: ${types.slice(-3).join(' ')}`);
     assert.ok(types.indexOf('abort') < types.lastIndexOf('finish'));
     assert.ok(words(first.chat.lastMessage) < WORDS, 'cut short');
     assert.equal((await status(base, first.runId)).status, 'interrupted');

@@ -51,13 +51,20 @@ export const textOf = (message) => (message?.parts ?? []).filter((p) => p.type =
 /** The run answering with `message` (the server's assistant message id is `<runId>-assistant`). */
 export const runOf = (message) => message.id.replace(/-assistant$/, '');
 
-/** Wait until `predicate()`; else fail saying `what` (a function: called then). */
+/** Wait until `chat`'s reply streams with `predicate(chat)` true; a request that failed first
+ *  fails at once with the server's answer. */
+export async function streaming(chat, predicate, what) {
+  await waitFor(() => {
+    if (chat.status === 'error') throw new Error(`${what}: ${chat.error?.message}`);
+    return chat.status === 'streaming' && predicate(chat);
+  }, what);
+}
+
+/** Wait until `predicate()`; else fail saying `what`. */
 export async function waitFor(predicate, what, ms = 20_000) {
   const until = Date.now() + ms;
   while (!predicate()) {
-    if (Date.now() > until) {
-      throw new Error(`timed out waiting for ${typeof what === 'function' ? what() : what}`);
-    }
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
 }

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 
-import { Chat, RecordingTransport, plain, refusal, runOf, stored, textOf, waitFor }
+import { Chat, RecordingTransport, plain, refusal, runOf, stored, streaming, textOf }
   from './sdk_chat.mjs';
 
 const BASE = process.env.STREAMWIRE_USERS_URL;
@@ -59,8 +59,7 @@ test('user A\'s thread is invisible to user B on every thread route, and all A\'
   const mine = transport(A);
   const a = new Chat({ id, transport: mine });
   const done = a.sendMessage({ text: 'Tell me about users /slow' });
-  await waitFor(() => a.status === 'streaming' && textOf(a.lastMessage).length > 20,
-                'A\'s reply streaming');
+  await streaming(a, () => textOf(a.lastMessage).length > 20, 'A\'s reply streaming');
   const runId = runOf(a.lastMessage);
 
   // B, and an anonymous caller, get what a missing chat answers them, word for word (ids aside)
@@ -107,8 +106,8 @@ test('user A\'s thread is invisible to user B on every thread route, and all A\'
   assert.ok(ownStreams.includes(runId) && ownStreams.includes(`chat:${id}`), ownStreams.join());
   const other = new Chat({ id, transport: transport(A), messages: a.messages.slice(0, 1) });
   const resumed = other.resumeStream();
-  await waitFor(() => other.status === 'streaming' && textOf(other.lastMessage).length > 0,
-                'A\'s second tab resuming the reply');
+  await streaming(other, () => textOf(other.lastMessage).length > 0,
+                  'A\'s second tab resuming the reply');
   assert.equal(other.lastMessage.id, a.lastMessage.id);
   const stop = await answer('POST', `/api/chat/${enc(id)}/stop`, A);
   assert.deepEqual([stop.status, stop.body.status], [200, 'interrupted']);
