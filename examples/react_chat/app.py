@@ -10,6 +10,11 @@ With ``STREAMWIRE_TOKEN`` set, every chat request needs ``Authorization: Bearer 
 ``STREAMWIRE_JWT_SECRET`` set instead, callers are users: each signs in with a JWT (``streamwire
 token --sub NAME``) and sees only the threads they started, from any browser. Swap ``demo`` for
 your own agent and ``MemoryLog`` for ``SQLiteLog``/``RedisLog`` to keep replies across restarts.
+
+With ``OPENAI_BASE_URL`` (a local vLLM, llama.cpp server or Ollama: ``http://127.0.0.1:11434/v1``)
+or ``OPENAI_API_KEY`` set, the replies come from a real model instead (``model_agent.py``:
+``OPENAI_MODEL`` names it), with a weather tool and a ``delete_file`` tool the user approves on
+the page. It needs ``pip install 'streamwire[openai]'``.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import hmac
 import html
 import inspect
 import os
+import sys
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -27,6 +33,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from streamwire.log.memory import MemoryLog
+from streamwire.runs import Agent
 from streamwire.runs.demo_agent import demo
 from streamwire.server import Access, User, create_app, jwt_bearer
 
@@ -53,7 +60,20 @@ async def authorize(request: Request, name: str, access: Access) -> User | str |
     return user
 
 
-stream_app = create_app(MemoryLog(), authorize=authorize, agents=[demo], chat_agent="demo")
+def _agent() -> Agent:
+    """The demo agent (no model), or with ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` set the model
+    agent of ``model_agent.py``: any OpenAI-compatible server, its tools and approvals."""
+    if not (os.environ.get("OPENAI_BASE_URL") or os.environ.get("OPENAI_API_KEY")):
+        return demo
+    sys.path.insert(0, str(Path(__file__).parent))  # run as a module of uvicorn --app-dir
+    from model_agent import assistant
+
+    return assistant
+
+
+AGENT = _agent()
+stream_app = create_app(MemoryLog(), authorize=authorize, agents=[AGENT],
+                        chat_agent=AGENT.__name__)
 
 # A mounted app gets no lifespan of its own: run streamwire's (it runs the agents, and drains the
 # open replies at shutdown).

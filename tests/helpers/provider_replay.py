@@ -5,7 +5,9 @@ they sent.
 The first path segment names the fixture (``/chat_text/chat/completions`` serves
 ``chat_text.sse``): ``base_url=f"{server.base}/chat_text"`` for ``openai``, the same for
 ``anthropic`` (it appends ``/v1/messages``). ``/slow/<fixture>/...`` waits ``SLOW_DELAY``
-seconds between events. A response ends by closing the connection (``Connection: close``).
+seconds between events. ``/then/<first>/<second>/...`` answers a Chat Completions request with
+``<first>`` until the request carries tool results, then with ``<second>`` (a model's tool round,
+then its answer). A response ends by closing the connection (``Connection: close``).
 
 A ``<fixture>.json`` instead (``{"status": 429, "body": {...}}``) answers with that status and
 JSON body: a request the provider refuses.
@@ -84,6 +86,9 @@ class ReplayServer:
             segments = path.strip("/").split("/")
             slow = segments[0] == "slow"
             name = segments[1] if slow else segments[0]
+            if name == "then":  # /then/<first>/<after tool results>/...: a model's two rounds
+                name = segments[1] if not _has_tool_results(self.requests[-1].body) \
+                    else segments[2]
             refusal = self.fixtures / f"{name}.json"
             if refusal.exists():
                 answer = json.loads(refusal.read_text())
@@ -143,6 +148,12 @@ class ReplayServer:
         assert self._thread is not None
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
+
+
+def _has_tool_results(body: Any) -> bool:
+    """Whether a Chat Completions request carries tool results (a ``tool`` message)."""
+    messages = body.get("messages", []) if isinstance(body, dict) else []
+    return any(isinstance(m, dict) and m.get("role") == "tool" for m in messages)
 
 
 async def _main(fixtures: Path) -> None:
