@@ -26,7 +26,7 @@ from ..contract import BoundEvent, Contract, Message
 from ..errors import PayloadError
 from ._types import ChunkFrame
 
-__all__ = ["ChunkCodec", "decode_message_chunk", "encode_message_chunk"]
+__all__ = ["ChunkCodec", "decode_message_chunk", "encode_message_chunk", "envelope_chunk"]
 
 C = TypeVar("C", bound=Contract)
 
@@ -41,13 +41,25 @@ _DECODE_ENVELOPE: Final = msgspec.json.Decoder(_Envelope).decode
 _ENCODE_NAME: Final = msgspec.json.Encoder().encode
 
 
+#: wire name -> the chunk's opening up to its payload (a few dozen names: kept for good)
+_OPENINGS: Final[dict[str, bytes]] = {}
+
+
+def envelope_chunk(name: str, data: bytes) -> bytes:
+    """The chunk JSON ``{"event": <name>, "data": <data>}`` (``data``: a payload's JSON)."""
+    opening = _OPENINGS.get(name)
+    if opening is None:
+        opening = _OPENINGS[name] = b'{"event":%b,"data":' % _ENCODE_NAME(name)
+    return opening + data + b"}"
+
+
 def encode_message_chunk(msg: Message[Any, Any]) -> bytes:
     """The chunk JSON that carries ``msg``: ``{"event": <wire name>, "data": <payload>}``.
 
     Raises:
         PayloadError: the payload cannot be encoded as JSON.
     """
-    return b'{"event":%b,"data":%b}' % (_ENCODE_NAME(msg.event.name), msg.encode())
+    return envelope_chunk(msg.event.name, msg.encode())
 
 
 def decode_message_chunk(

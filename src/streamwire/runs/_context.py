@@ -23,7 +23,8 @@ import msgspec
 from ..chat import TOOL_TRANSITIONS, Chat, ToolCallState, advance_tool_call
 from ..contract import BoundEvent, Contract, Message
 from ..errors import PayloadError, RunEndedError, UsageError
-from ..frames import decode_message_chunk, encode_message_chunk
+from ..frames import encode_message_chunk
+from ..frames._payload import envelope_chunk
 from ..log import StreamLog
 from ._approvals import ToolAnswer, read_answers
 
@@ -174,14 +175,15 @@ class RunContext(Generic[C]):
         if contract is not None and contract.events().get(bound.name) is not bound:
             raise UsageError(f"event {bound.name!r} of {bound.contract.__qualname__} is not an "
                              f"event of {contract.__qualname__}, this agent's contract")
-        chunk = encode_message_chunk(msg)  # PayloadError: not JSON
+        data = msg.encode()  # PayloadError: not JSON
         try:
-            decode_message_chunk(chunk, bound.contract)
+            bound.decode(data)  # what a reader of the contract does with it
         except PayloadError as exc:
             raise PayloadError(
                 f"{bound.contract.__qualname__}.{bound.attr}: the payload does not match the "
-                f"event's type, so a reader would drop it: {exc}", event=bound.name, raw=chunk
-            ) from None
+                f"event's type, so a reader would drop it: {exc}", event=bound.name,
+                raw=envelope_chunk(bound.name, data)) from None
+        chunk = envelope_chunk(bound.name, data)
         if bound.name == "error" and Chat.events().get("error") is bound:
             self._reply_error = msg.data
         return chunk
