@@ -22,7 +22,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from conftest import REDIS_URL, require_redis
 from helpers.runs_server import free_port, serve_cli
-from streamwire.errors import UsageError
+from streamwire.errors import LogError, UsageError
 from streamwire.frames import ChunkFrame, EndFrame
 from streamwire.log import StoredRecord, record_store_of
 from streamwire.log.redis import RedisLog
@@ -269,3 +269,63 @@ async def test_serve_on_the_cluster_starts_reads_stops_and_lists_runs(
     finally:
         await check.purge()
         await check.aclose()
+
+
+async def _move_slot(raw: RedisCluster, key: str) -> None:
+    """Migrate ``key``'s slot (and its keys) to another master, as a resharding does."""
+    slot = int(await raw.execute_command("CLUSTER KEYSLOT", key))
+    source = raw.get_node_from_key(key)
+    target = next(n for n in raw.get_primaries() if n.name != source.name)
+    ids = {n.name: (await raw.execute_command("CLUSTER MYID", target_nodes=n)).decode()
+           for n in (source, target)}
+    await raw.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", ids[source.name],
+                              target_nodes=target)
+    await raw.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", ids[target.name],
+                              target_nodes=source)
+    while keys := await raw.execute_command("CLUSTER GETKEYSINSLOT", slot, 100,
+                                            target_nodes=source):
+        await raw.execute_command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS",
+                                  *keys, target_nodes=source)
+    # the source last: it drops the slot's subscriptions once every other master knows
+    others = [n for n in raw.get_primaries() if n.name != source.name]
+    for node in [*sorted(others, key=lambda n: n.name != target.name), source]:
+        await raw.execute_command("CLUSTER SETSLOT", slot, "NODE", ids[target.name],
+                                  target_nodes=node)
+
+
+async def test_a_stream_follows_its_slot_to_another_master(
+        log: RedisLog, raw: RedisCluster) -> None:
+    await log.create_stream("moving")
+    await log.append("moving", 0, b'{"n":1}')
+    frames: list[object] = []
+    failed: list[LogError] = []
+
+    async def read() -> None:
+        cursor = 0
+        while True:
+            try:
+                async for frame in log.read("moving", cursor):
+                    frames.append(frame)
+                    if isinstance(frame, ChunkFrame):
+                        cursor = frame.sequence
+                    if isinstance(frame, EndFrame):
+                        return
+            except LogError as exc:  # the slot moved: re-attach from the cursor
+                failed.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        with anyio.fail_after(10):
+            while not frames:  # noqa: ASYNC110 - the reader caught up
+                await anyio.sleep(0.01)
+        await _move_slot(raw, f"{log.prefix}:s:{{moving}}:meta")
+        # the log's slot map is stale: MOVED, read the map again, append on the new master
+        assert await log.append("moving", 0, b'{"n":2}') == 2
+        await log.end_stream("moving")
+    chunks = [f.sequence for f in frames if isinstance(f, ChunkFrame)]
+    assert chunks == [1, 2]
+    assert isinstance(frames[-1], EndFrame)
+    assert len(failed) == 1
+    assert failed[0].retryable
+    assert "slot moved" in str(failed[0])
+    assert (await log.info("moving")).head == 2

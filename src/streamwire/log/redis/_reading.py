@@ -136,6 +136,13 @@ class RedisReading:
     async def _attach(self, channel: bytes) -> tuple[Sub, Dispatcher]:
         if self._closed:
             raise LogError("the Redis log is closed")
+        dead = [node for node, d in self._dispatchers.items() if d.dead is not None]
+        if dead:
+            # a dispatcher ended (its task finished on its own): on a cluster, maybe because a
+            # slot moved, so the routing is read again before this reader subscribes
+            self._commands.stale()
+            for node in dead:
+                del self._dispatchers[node]
         try:
             node, factory = await self._commands.node_for(channel)
         except NotSent as exc:
@@ -143,9 +150,6 @@ class RedisReading:
                            retryable=True) from exc
         dispatcher = self._dispatchers.get(node)
         if dispatcher is None or dispatcher.dead is not None:
-            # the previous dispatcher (if any) ended; its task finished on its own
-            if dispatcher is not None:
-                self._commands.stale()  # a cluster's slot may have moved: route afresh next time
             dispatcher = self._dispatchers[node] = Dispatcher(
                 factory, self.max_reader_queue, self.health_interval,
                 sharded=self._commands.cluster)
