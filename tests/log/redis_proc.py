@@ -69,12 +69,16 @@ class RedisCluster:
     """Three ``redis-server --cluster-enabled yes`` masters on free ports of 127.0.0.1, joined by
     ``redis-cli --cluster create`` (no replicas); ``url`` is the ``redis-cluster://`` seed list."""
 
-    def __init__(self, directory: Path, masters: int = 3) -> None:
+    def __init__(self, directory: Path, masters: int = 3, password: str = "") -> None:
         self.dir = directory
+        self.password = password
+        auth = ["--requirepass", password, "--masterauth", password] if password else []
+        self._auth_flags = auth
         self.ports = [_free_port() for _ in range(masters)]
         # the cluster bus port is port + 10,000 unless given: a free port of its own instead
         self.bus_ports = [_free_port() for _ in range(masters)]
-        self.url = "redis-cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
+        self.url = "redis-cluster://" + (f":{password}@" if password else "") + ",".join(
+            f"127.0.0.1:{p}" for p in self.ports)
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
@@ -85,13 +89,14 @@ class RedisCluster:
                 ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                  "--appendonly", "no", "--dir", str(node_dir), "--cluster-enabled", "yes",
                  "--cluster-config-file", str(node_dir / "nodes.conf"),
-                 "--cluster-port", str(bus), "--cluster-node-timeout", "5000"],
+                 "--cluster-port", str(bus), "--cluster-node-timeout", "5000",
+                 *self._auth_flags],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         for port in self.ports:
             _wait(lambda port=port: self.cli(port, "PING").strip() == "PONG",
                   f"redis-server on port {port} did not start")
         created = subprocess.run(
-            ["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
+            ["redis-cli", *self._cli_auth(), "--cluster", "create", *(f"127.0.0.1:{p}" for p in self.ports),
              "--cluster-replicas", "0", "--cluster-yes"],
             capture_output=True, timeout=60, check=False)
         if created.returncode != 0:
@@ -101,8 +106,12 @@ class RedisCluster:
             _wait(lambda port=port: "cluster_state:ok" in self.cli(port, "CLUSTER", "INFO"),
                   f"the cluster node on port {port} never reported cluster_state:ok")
 
+    def _cli_auth(self) -> list[str]:
+        return ["-a", self.password, "--no-auth-warning"] if self.password else []
+
     def cli(self, port: int, *args: str) -> str:
-        done = subprocess.run(["redis-cli", "-p", str(port), *args], capture_output=True,
+        done = subprocess.run(["redis-cli", *self._cli_auth(), "-p", str(port), *args],
+                              capture_output=True,
                               timeout=10, check=False)
         return done.stdout.decode()
 
@@ -122,9 +131,10 @@ def cluster_problem() -> str | None:
 
 
 @contextlib.contextmanager
-def redis_cluster(directory: Path) -> Iterator[RedisCluster]:
-    """A started private cluster in ``directory``, killed at exit."""
-    cluster = RedisCluster(directory)
+def redis_cluster(directory: Path, password: str = "") -> Iterator[RedisCluster]:
+    """A started private cluster in ``directory`` (requiring ``password`` if given), killed at
+    exit."""
+    cluster = RedisCluster(directory, password=password)
     try:
         cluster.start()
         yield cluster

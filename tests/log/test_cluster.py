@@ -20,8 +20,9 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 
-from conftest import REDIS_URL, require_redis
+from conftest import REDIS_URL, require, require_redis
 from helpers.runs_server import free_port, serve_cli
+from log.redis_proc import cluster_problem, redis_cluster
 from streamwire.errors import LogError, UsageError
 from streamwire.frames import ChunkFrame, EndFrame
 from streamwire.log import StoredRecord, record_store_of
@@ -329,3 +330,28 @@ async def test_a_stream_follows_its_slot_to_another_master(
     assert failed[0].retryable
     assert "slot moved" in str(failed[0])
     assert (await log.info("moving")).head == 2
+
+
+async def test_a_cluster_that_requires_a_password(tmp_path: Path) -> None:
+    problem = cluster_problem()
+    require(problem is None, problem or "")
+    with redis_cluster(tmp_path, password="s3cret") as cluster:
+        assert cluster.url.startswith("redis-cluster://:s3cret@")
+        log = RedisLog(cluster.url, prefix=_prefix())
+        wrong = RedisLog(cluster.url.replace("s3cret", "wrong"), prefix=_prefix())
+        try:
+            for n in range(6):  # over every master
+                await log.create_stream(f"s{n}")
+                await log.append(f"s{n}", 0, b'{"n":1}')
+            await log.end_stream("s1")
+            assert [i.stream_id for i in await log.list_streams()] == [f"s{n}" for n in range(6)]
+            assert [type(f).__name__ async for f in log.read("s1")] == [
+                "ChunkFrame", "CaughtUpFrame", "EndFrame"]
+            with pytest.raises(LogError) as refused:
+                await wrong.create_stream("x")
+            assert refused.value.retryable
+            assert "redis-cluster://:***@" in str(refused.value)
+            assert "wrong" not in str(refused.value)
+        finally:
+            await log.aclose()
+            await wrong.aclose()

@@ -53,15 +53,21 @@ def parse_cluster_url(url: str) -> tuple[str, list[tuple[str, int]]]:
     return auth, seeds
 
 
+def _redacted(auth: str) -> str:
+    user, colon, _password = auth.removesuffix("@").partition(":")
+    return f"{user}{colon}***@" if colon else f"{user}@"
+
+
 @final
 class ClusterCommands:
     """The cluster's ``Commands``: ``call_at(key, ...)`` runs a command on the master that serves
     ``key``'s slot (every command of a stream names one of its keys, all in one slot)."""
 
     def __init__(self, url: str, timeout: float) -> None:
-        self.url = url
         self.timeout = timeout
         self._auth, self._seeds = parse_cluster_url(url)
+        #: The URL without its password (it is quoted in error messages).
+        self.url = url.replace(self._auth, _redacted(self._auth)) if self._auth else url
         self._nodes: dict[str, Commands] = {}
         self._slots: list[str] = []
         self._refresh = asyncio.Lock()
