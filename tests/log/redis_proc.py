@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -70,13 +69,15 @@ class RedisCluster:
     ``redis-cli --cluster create`` (no replicas); ``url`` is the ``redis-cluster://`` seed list."""
 
     def __init__(self, directory: Path, masters: int = 3, password: str = "") -> None:
+        from helpers.processes import free_port  # here: the subprocess roles run without it
+
         self.dir = directory
         self.password = password
         auth = ["--requirepass", password, "--masterauth", password] if password else []
         self._auth_flags = auth
-        self.ports = [_free_port() for _ in range(masters)]
+        self.ports = [free_port() for _ in range(masters)]
         # the cluster bus port is port + 10,000 unless given: a free port of its own instead
-        self.bus_ports = [_free_port() for _ in range(masters)]
+        self.bus_ports = [free_port() for _ in range(masters)]
         self.url = "redis-cluster://" + (f":{password}@" if password else "") + ",".join(
             f"127.0.0.1:{p}" for p in self.ports)
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -140,12 +141,6 @@ def redis_cluster(directory: Path, password: str = "") -> Iterator[RedisCluster]
         yield cluster
     finally:
         cluster.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _wait(ready: object, why: str, within: float = 20.0) -> None:

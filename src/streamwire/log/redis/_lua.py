@@ -125,14 +125,6 @@ local function expire_in(ttl)
   redis.call('PEXPIRE', KEYS[2], ttl)
 end
 
-local function prune(ix, ex, n)
-  local due = redis.call('ZRANGEBYSCORE', ex, '-inf', now_ms(), 'LIMIT', 0, n)
-  if #due > 0 then
-    redis.call('ZREM', ix, unpack(due))
-    redis.call('ZREM', ex, unpack(due))
-  end
-end
-
 local function prune_listed(n) end
 """
 
