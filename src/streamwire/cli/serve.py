@@ -112,8 +112,8 @@ def open_log(spec: str, *, redis_prefix: str = "streamwire", writer_timeout: flo
             except UsageError as exc:
                 raise ValueError(f"--log {spec}: {exc}") from None
         return cast(StreamLog, redis_log(url=spec, prefix=redis_prefix, **lease))
-    raise ValueError("--log must be memory, sqlite:PATH, redis://HOST:PORT/DB or "
-                     f"redis-cluster://HOST:PORT[,HOST:PORT...], not {spec!r}")
+    raise ValueError("--log must be memory, sqlite:PATH or redis://HOST:PORT/DB (or a cluster: "
+                     f"redis-cluster://HOST:PORT[,HOST:PORT...]), not {spec!r}")
 
 
 def app_from_env() -> Any:
