@@ -146,7 +146,7 @@ class RedisReading:
         try:
             node, factory = await self._commands.node_for(channel)
         except NotSent as exc:
-            raise LogError(f"cannot reach Redis at {self.url} ({exc}); retry",
+            raise LogError(f"cannot reach Redis at {self._commands.url} ({exc}); retry",
                            retryable=True) from exc
         dispatcher = self._dispatchers.get(node)
         if dispatcher is None or dispatcher.dead is not None:
@@ -159,7 +159,7 @@ class RedisReading:
         sub = Sub()
         self._readers.add(sub)
         try:
-            await dispatcher.subscribe(channel, sub, self.subscribe_timeout, self.url)
+            await dispatcher.subscribe(channel, sub, self.subscribe_timeout, self._commands.url)
         except BaseException:
             self._readers.discard(sub)
             raise
