@@ -19,7 +19,9 @@ reconnects silently (losing the messages published meanwhile). What it uses:
   is told from a reply that is merely late (unknown outcome);
 * ``read_reply(conn)``: ``Connection.read_response`` with no timeout (the log's watchdog times out);
 * ``send_command(conn, *args)``: ``Connection.pack_command`` and ``send_packed_command`` without
-  redis-py's health check (the pub/sub connection's control commands: ``SUBSCRIBE``, ``PING``).
+  redis-py's health check (the pub/sub connection's control commands: ``SUBSCRIBE``, ``PING``);
+* ``key_slot(key)``: a key's Redis Cluster hash slot (``redis.crc.key_slot``, the CRC16 of its
+  hash tag modulo 16,384), so the cluster mode routes a command without a round trip.
 
 Checked: importing this module raises ``ImportError`` naming the installed redis-py when its major
 version is not in ``TESTED_REDIS_PY_MAJORS`` or when a method above (or the ``_writer`` slot, or a
@@ -39,6 +41,7 @@ from typing import Any, Final, cast
 
 try:
     import redis
+    import redis.crc
     from redis.asyncio.connection import Connection, ConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
@@ -49,6 +52,7 @@ from ..errors import LogError
 __all__ = [
     "TESTED_REDIS_PY_MAJORS",
     "idle_socket_readable",
+    "key_slot",
     "new_connection",
     "read_reply",
     "send_command",
@@ -83,6 +87,8 @@ def _misfits() -> list[str]:
         except (TypeError, ValueError):
             continue
         missing += [f"{owner.__name__}.{name}({k}=)" for k in keywords if k not in params]
+    if not callable(getattr(redis.crc, "key_slot", None)):
+        missing.append("redis.crc.key_slot")
     slots = [s for c in Connection.__mro__ for s in c.__dict__.get("__slots__", ())]
     if slots and "_writer" not in slots:  # no slots at all: stream_writer checks a live one
         missing.append("Connection._writer")
@@ -145,3 +151,8 @@ async def send_command(conn: Connection, *args: str | bytes) -> None:
     """Send one command on ``conn`` without redis-py's health check (which could PING, and
     reconnect, a pub/sub connection behind the caller's back)."""
     await conn.send_packed_command(conn.pack_command(*args), check_health=False)
+
+
+def key_slot(key: str | bytes) -> int:
+    """The Redis Cluster hash slot of ``key`` (0 to 16,383)."""
+    return int(redis.crc.key_slot(key.encode() if isinstance(key, str) else key))

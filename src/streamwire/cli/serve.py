@@ -74,8 +74,9 @@ def _load(module: str, name: str) -> Any:
 
 def open_log(spec: str, *, redis_prefix: str = "streamwire", writer_timeout: float | None = None,
              finished_ttl: float | None = None, paused_ttl: float | None = None) -> StreamLog:
-    """Build the log ``--log`` names: ``memory``, ``sqlite:PATH`` or ``redis://HOST:PORT/DB``;
-    ``writer_timeout`` (seconds a writer's lease lasts without a write), ``finished_ttl`` and
+    """Build the log ``--log`` names: ``memory``, ``sqlite:PATH``, ``redis://HOST:PORT/DB`` or a
+    Redis Cluster, ``redis-cluster://HOST:PORT[,HOST:PORT...]`` (seed nodes; the others are
+    found); ``writer_timeout`` (seconds a writer's lease lasts without a write), ``finished_ttl`` and
     ``paused_ttl`` (seconds finished and paused streams are kept, 0: until reactivated) when
     given, else the backend's defaults.
 
@@ -95,14 +96,24 @@ def open_log(spec: str, *, redis_prefix: str = "streamwire", writer_timeout: flo
         if not path:
             raise ValueError("--log sqlite:PATH needs a file path, e.g. sqlite:streams.db")
         return cast(StreamLog, _load("streamwire.log.sqlite", "SQLiteLog")(path, **lease))
-    if spec.startswith(("redis://", "rediss://", "unix://")):
+    if spec.startswith(("redis://", "rediss://", "unix://", "redis-cluster://")):
         try:
             redis_log = _load("streamwire.log.redis", "RedisLog")
         except ImportError as exc:
             raise ImportError(f'--log {spec} needs redis: pip install "streamwire[redis]" '
                               f"({exc})") from exc
+        if spec.startswith("redis-cluster://"):
+            from ..errors import UsageError
+
+            # the seed list is checked here, so a typo is a usage error before serving
+            parse = _load("streamwire.log.redis._cluster", "parse_cluster_url")
+            try:
+                parse(spec)
+            except UsageError as exc:
+                raise ValueError(f"--log {spec}: {exc}") from None
         return cast(StreamLog, redis_log(url=spec, prefix=redis_prefix, **lease))
-    raise ValueError(f"--log must be memory, sqlite:PATH or redis://HOST:PORT/DB, not {spec!r}")
+    raise ValueError("--log must be memory, sqlite:PATH or redis://HOST:PORT/DB (or a cluster: "
+                     f"redis-cluster://HOST:PORT[,HOST:PORT...]), not {spec!r}")
 
 
 def app_from_env() -> Any:

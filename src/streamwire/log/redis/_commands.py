@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import AsyncIterator
 from typing import Any, Final, final
 
 from redis import exceptions as redis_errors
@@ -18,6 +19,7 @@ __all__ = [
     "REDIS_DOWN",
     "Commands",
     "NotSent",
+    "match_prefix",
 ]
 
 #: Bytes written but not yet sent above which a caller waits for the socket (back-pressure).
@@ -37,8 +39,16 @@ def _pack(args: tuple[Any, ...]) -> bytes:
 
 
 class NotSent(Exception):
-    """The command never left this process (connecting failed): nothing was executed."""
+    """The command never left this process (connecting failed), or the server refused it
+    before running it (a cluster redirection): nothing was executed."""
 
+
+def match_prefix(prefix: str) -> str:
+    """A ``SCAN MATCH`` pattern for the keys that start with ``prefix``."""
+    pattern = prefix.replace("\\", "\\\\")
+    for special in "*?[]":
+        pattern = pattern.replace(special, "\\" + special)
+    return pattern + "*"
 
 
 @final
@@ -68,6 +78,8 @@ class Commands:
         self._opening = asyncio.Lock()
         #: Set by ``aclose``: the log is closed (its users check it; ``call`` does not).
         self.closed = False
+        #: One server, not a cluster (``_cluster.ClusterCommands`` is the cluster's).
+        self.cluster = False
 
     async def _open(self) -> Connection:
         async with self._opening:
@@ -126,6 +138,27 @@ class Commands:
             return await reply
         finally:
             reply.cancel()  # no-op once answered; else its slot stays in line, the reader skips it
+
+    def call_at(self, key: str | bytes, *args: Any) -> Any:
+        """``call`` (the cluster's ``call_at`` routes by ``key``; one server has it all)."""
+        return self.call(*args)
+
+    async def node_for(self, key: str | bytes) -> tuple[str, ConnectionPool]:
+        """The server that holds ``key``: its name and connection settings."""
+        return "", self.factory
+
+    def stale(self) -> None:
+        """A cluster's routing may be out of date (one server: nothing to do)."""
+
+    async def scan(self, match: str) -> AsyncIterator[bytes]:
+        """The keys that match ``match`` (``SCAN``, never ``KEYS``: the server is not blocked)."""
+        cursor: Any = b"0"
+        while True:
+            cursor, keys = await self.call("SCAN", cursor, "MATCH", match, "COUNT", 1000)
+            for key in keys:
+                yield key
+            if cursor in (b"0", 0):
+                return
 
     def _check(self, conn: Connection) -> None:
         """The watchdog (one timer per connection, not one per command): replies come in order,
@@ -202,21 +235,29 @@ class Commands:
 
     async def purge(self, prefix: str) -> int:
         """Delete every key that starts with ``prefix`` (``SCAN``, never ``KEYS``)."""
-        pattern = prefix.replace("\\", "\\\\")
-        for special in "*?[]":
-            pattern = pattern.replace(special, "\\" + special)
-        deleted, cursor = 0, b"0"
-        try:
-            while True:
-                cursor, keys = await self.call("SCAN", cursor, "MATCH", pattern + "*",
-                                               "COUNT", 1000)
-                if keys:
-                    deleted += int(await self.call("UNLINK", *keys))
-                if cursor in (b"0", 0):
-                    return deleted
-        except (NotSent, *REDIS_DOWN) as exc:
-            raise LogError(f"purge of {prefix!r} failed: {exc}", retryable=True) from exc
+        return await purge(self, prefix)
 
     async def aclose(self) -> None:
         self.closed = True
         await self._drop()
+
+
+async def purge(commands: Any, prefix: str) -> int:
+    """Delete every key of ``commands`` (a ``Commands`` or a cluster's) under ``prefix``, one
+    ``UNLINK`` per key (a cluster's keys live in many slots), a page of them pipelined."""
+    deleted = 0
+    batch: list[bytes] = []
+
+    async def unlink() -> int:
+        done = await asyncio.gather(*[commands.call_at(k, "UNLINK", k) for k in batch])
+        batch.clear()
+        return sum(int(n) for n in done)
+
+    try:
+        async for key in commands.scan(match_prefix(prefix)):
+            batch.append(key)
+            if len(batch) >= 1000:
+                deleted += await unlink()
+        return deleted + await unlink()
+    except (NotSent, *REDIS_DOWN) as exc:
+        raise LogError(f"purge of {prefix!r} failed: {exc}", retryable=True) from exc

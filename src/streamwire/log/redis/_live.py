@@ -179,10 +179,17 @@ class _Topic:
 class Dispatcher:
     """One pub/sub connection for the whole ``RedisLog``: subscribes a channel while it has local
     readers and fans each message out to them. Any connection error ends every attached reader
-    with a retryable ``LogError``; the next reader starts a fresh dispatcher."""
+    with a retryable ``LogError``; the next reader starts a fresh dispatcher.
 
-    def __init__(self, factory: ConnectionPool, max_queue: int, health_interval: float) -> None:
+    ``sharded`` (a Redis Cluster: one dispatcher per master): sharded pub/sub, ``SSUBSCRIBE``
+    one channel per command (a command's channels must share a slot); when the server drops a
+    subscription by itself (its slot moved) the readers end with a retryable ``LogError``."""
+
+    def __init__(self, factory: ConnectionPool, max_queue: int, health_interval: float,
+                 *, sharded: bool = False) -> None:
         self._factory = factory
+        self._sharded = sharded
+        self._unsubscribing: dict[bytes, int] = {}
         self._max_queue = max_queue
         self._health = health_interval
         self._ping_at: float | None = None
@@ -291,6 +298,13 @@ class Dispatcher:
                 # never let redis-py reconnect this socket silently: messages sent meanwhile
                 # would be lost without a trace; the listener fails and readers re-attach
                 raise LogError("the Redis subscription connection closed", retryable=True)
+            if self._sharded:
+                for ch in gone:
+                    self._unsubscribing[ch] = self._unsubscribing.get(ch, 0) + 1
+                    await send_command(conn, "SUNSUBSCRIBE", ch)
+                for ch in new:
+                    await send_command(conn, "SSUBSCRIBE", ch)
+                continue
             if gone:
                 await send_command(conn, "UNSUBSCRIBE", *gone)
             if new:
@@ -306,13 +320,13 @@ class Dispatcher:
                 raise LogError(f"unexpected reply on the Redis subscription: {raw!r}")
             reply = cast(list[bytes], raw)
             kind, channel = reply[0], reply[1]
-            if kind == b"message":
+            if kind == b"message" or kind == b"smessage":
                 topic = self.topics.get(channel)
                 if topic is not None and topic.subs:
                     item = _parse_live(reply[2])
                     for sub in topic.subs:
                         sub.push(item, max_queue)
-            elif kind == b"subscribe":
+            elif kind == b"subscribe" or kind == b"ssubscribe":
                 waiting = self._pending.get(channel)
                 if waiting:
                     waiting.popleft().ready.set()
@@ -320,3 +334,13 @@ class Dispatcher:
                         del self._pending[channel]
             elif kind == b"pong":
                 self._ping_at = None
+            elif kind == b"sunsubscribe":
+                asked = self._unsubscribing.get(channel, 0)
+                if not asked:
+                    # the cluster moved the channel's slot: its readers re-attach (re-routed)
+                    raise LogError(f"Redis dropped the subscription to {channel!r} (its slot "
+                                   "moved); re-attach from the cursor", retryable=True)
+                if asked == 1:
+                    del self._unsubscribing[channel]
+                else:
+                    self._unsubscribing[channel] = asked - 1

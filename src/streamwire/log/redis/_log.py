@@ -16,6 +16,12 @@ are the ones every backend shares, ``streamwire.log._reader``):
   ``{prefix}:s:ids`` (sorted set, score 0) indexes every stream's id for ``list_streams``
   (``ZRANGEBYLEX``: id order), ``{prefix}:s:exp`` scores the finished ones by when they expire;
   the create, finish, restart and delete scripts keep both in step with the stream, atomically.
+* **Redis Cluster** (``redis-cluster://HOST:PORT,...``; ``_cluster``): the same keys, so one
+  stream (and its run record, ``{prefix}:run:{<id>}``) stays in one slot and every script on it
+  is atomic as above; commands are routed by slot on one auto-pipelined connection per master,
+  live messages are sharded pub/sub (``SPUBLISH``, one dispatcher per master). The indexes get a
+  slot of their own (``_index``, ``_records``) and are updated by a second command, best-effort;
+  ``migrate_index`` lists what they miss. docs/guides/redis-cluster.md has the details.
 * **One connection set-up per log** (``_commands.Commands``): one command connection shared by
   every caller, auto-pipelined (a burst of callers queues on the socket, none is refused), used
   by the log and by its record store (``record_store``: run records), plus the pub/sub
@@ -101,7 +107,10 @@ from .._common import (
 )
 from .._producers import check_producer
 from .._records import RecordStore, check_kind
+from ._cluster import CLUSTER_SCHEME, ClusterCommands
 from ._commands import CLOSE_TIMEOUT, Commands
+from ._index import index_keys, migrate_index, reindex_after
+from ._line import Line
 from ._live import Dispatcher, Live, Sub, rewound_decoder
 from ._reading import RedisReading
 from ._records import RedisRecordStore
@@ -143,7 +152,10 @@ class RedisLog(RedisReading):
     """A ``StreamLog`` in Redis (redis-py asyncio): one stream shared by many server processes.
 
     Args:
-        url: a redis-py URL (``redis://host:port/db``, ``rediss://``, ``unix://``).
+        url: a redis-py URL (``redis://host:port/db``, ``rediss://``, ``unix://``), or a Redis
+            Cluster's seed nodes, ``redis-cluster://[user:password@]HOST:PORT[,HOST:PORT...]``
+            (docs/guides/redis-cluster.md: each stream is atomic in its slot, the listing index
+            is updated apart).
         prefix: prefix of every key and channel, so several logs can share one database.
         max_chunks_per_stream: retention; older chunks are trimmed and the floor moves
             (readers below it get ``truncated``).
@@ -193,7 +205,12 @@ class RedisLog(RedisReading):
         self.health_interval = health_interval
         self.url = url
         self.prefix = prefix
-        self._index = (f"{prefix}:s:ids", f"{prefix}:s:exp")  # purge() takes them too
+        self._commands: Line = (
+            ClusterCommands(url, command_timeout) if url.startswith(CLUSTER_SCHEME)
+            else Commands(url, command_timeout))
+        #: True on a Redis Cluster (``redis-cluster://``).
+        self.cluster = self._commands.cluster
+        self._index = index_keys(prefix, self.cluster)  # under {prefix}:s: (purge takes them)
         self.max_chunks_per_stream = max_chunks_per_stream
         self.max_bytes_per_stream = max_bytes_per_stream
         self.max_chunk_size = max_chunk_size
@@ -201,9 +218,8 @@ class RedisLog(RedisReading):
         self.paused_ttl = check_ttl("paused_ttl", paused_ttl)
         self.max_reader_queue = max_reader_queue
         self.subscribe_timeout = subscribe_timeout
-        self._commands = Commands(url, command_timeout)
-        self._dispatcher: Dispatcher | None = None
-        self._dispatch_task: asyncio.Task[None] | None = None
+        self._dispatchers: dict[str, Dispatcher] = {}
+        self._dispatch_tasks: set[asyncio.Task[None]] = set()
         self._epochs: OrderedDict[str, str] = OrderedDict()
         self._closed = False
         self._readers: set[Sub] = set()
@@ -223,6 +239,10 @@ class RedisLog(RedisReading):
     def _keys(self, stream_id: str) -> tuple[str, str, str]:
         if type(stream_id) is not str or not stream_id:
             raise UsageError(f"a stream id is a non-empty str, not {stream_id!r}")
+        if self.cluster and stream_id[0] == "}":
+            # "{}...": an empty hash tag, which would scatter the stream's keys over slots
+            raise UsageError(f"on a Redis Cluster a stream id cannot start with '}}': "
+                             f"{stream_id!r}")
         base = f"{self.prefix}:s:{{{stream_id}}}"
         return f"{base}:meta", f"{base}:chunks", f"{base}:live"
 
@@ -233,12 +253,15 @@ class RedisLog(RedisReading):
         if self._closed:
             raise LogError("the Redis log is closed")
         try:
-            return await run_script(self._commands, name, self._keys(stream_id), args,
-                                    index=self._index, stream_id=stream_id, what=what,
-                                    producer_id=producer_id)
+            reply = await run_script(self._commands, name, self._keys(stream_id), args,
+                                     index=() if self.cluster else self._index,
+                                     stream_id=stream_id, what=what, producer_id=producer_id)
         except LeaseLapsedError:
             await self._lapse(stream_id)  # this process noticed: it writes the failure
             raise
+        if self.cluster:
+            await reindex_after(self._commands, self._index, name, stream_id, reply, args)
+        return reply
 
     async def _lapse(self, stream_id: str) -> None:
         """Fail the stream if its writer's lease lapsed (once, whoever runs it first)."""
@@ -380,10 +403,11 @@ class RedisLog(RedisReading):
         reply = await self._run("cleanup", stream_id, step, what="cleanup")
         frame = rewound_decoder.decode(reply[0])
         # local readers hear of it now, not when the pub/sub copy arrives (deduped by count)
-        dispatcher = self._dispatcher
-        topic = None if dispatcher is None else dispatcher.topics.get(
-            self._keys(stream_id)[2].encode())
-        if topic is not None:
+        channel = self._keys(stream_id)[2].encode()
+        for dispatcher in self._dispatchers.values():
+            topic = dispatcher.topics.get(channel)
+            if topic is None:
+                continue
             item = Live(LiveKind.REWOUND, reply[2].decode(), int(reply[1]), (frame,))
             for sub in topic.subs:
                 sub.push(item, self.max_reader_queue)
@@ -416,6 +440,15 @@ class RedisLog(RedisReading):
         """
         return await self._commands.purge(self.prefix + ":s:")
 
+    async def migrate_index(self) -> int:
+        """List the streams under this log's prefix that ``list_streams`` misses: streams written
+        before the index existed, or (on a cluster) whose index update was lost. Scans the
+        streams' keys (``SCAN``, every master of a cluster); returns how many were added.
+        Idempotent, safe while the log is in use (docs/guides/redis-cluster.md)."""
+        if self._closed:
+            raise LogError("the Redis log is closed")
+        return await migrate_index(self._commands, self.prefix, self._index)
+
     async def aclose(self) -> None:
         """Close connections; attached readers get a recoverable ``fail`` (log closed)."""
         if self._closed:
@@ -423,12 +456,14 @@ class RedisLog(RedisReading):
         self._closed = True
         for sub in list(self._readers):
             sub.fail(None)
-        task, self._dispatch_task = self._dispatch_task, None
-        if task is not None:
+        tasks = set(self._dispatch_tasks)
+        self._dispatchers.clear()
+        for task in tasks:
             task.cancel()
+        if tasks:
             # bounded: a cancellation swallowed inside redis-py (3.11's asyncio.timeout can turn
             # one into a TimeoutError) must not hang the close
-            await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+            await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT)
         await self._commands.aclose()
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["INDEX", "LEASE", "PRODUCER"]
+__all__ = ["INDEX", "INDEX_CLUSTER", "LEASE", "PRODUCER", "REINDEX"]
 
 # The idempotent-producer rule of ``streamwire.log._producers`` (admit, record) in Lua, prepended
 # to the scripts that write. ARGV[p], ARGV[p + 1], ARGV[p + 2]: producer id ('' for none), epoch
@@ -106,4 +106,48 @@ local function prune(ix, ex, n)
     redis.call('ZREM', ex, unpack(due))
   end
 end
+
+local function prune_listed(n)
+  prune(KEYS[3], KEYS[4], n)
+end
+"""
+
+# INDEX in cluster mode, for a stream's scripts: the index lives in another slot, which a script
+# may not touch, so the stream's scripts only expire the stream's own keys; RedisLog changes the
+# index afterwards with REINDEX (a separate command: best-effort, see docs/guides/redis-cluster.md).
+INDEX_CLUSTER: Final = """
+local function listed() end
+
+local function unlisted() end
+
+local function expire_in(ttl)
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+
+local function prune_listed(n) end
+"""
+
+# KEYS: the stream index and its expiry set (one slot). ARGV: op, stream id, ttl ms. The index
+# change a stream's script made on one server, made apart on a cluster ('list', 'unlist',
+# 'expire': listed and expiring in ttl), and the index migration ('migrate': list the id if it is
+# missing, expiring in ttl when ttl > 0; 1 when it was missing). Needs LEASE and INDEX.
+REINDEX: Final = """
+local op, id, ttl = ARGV[1], ARGV[2], tonumber(ARGV[3])
+if op == 'list' then
+  redis.call('ZADD', KEYS[1], 0, id)
+  redis.call('ZREM', KEYS[2], id)
+  prune(KEYS[1], KEYS[2], 16)
+elseif op == 'unlist' then
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+elseif op == 'expire' then
+  redis.call('ZADD', KEYS[1], 0, id)
+  redis.call('ZADD', KEYS[2], now_ms() + ttl, id)
+elseif op == 'migrate' then
+  local added = redis.call('ZADD', KEYS[1], 'NX', 0, id)
+  if ttl > 0 then redis.call('ZADD', KEYS[2], 'NX', now_ms() + ttl, id) end
+  return added
+end
+return 1
 """

@@ -15,7 +15,8 @@ from ...errors import LogError, StreamNotFoundError
 from ...frames import StreamFrame, TruncatedFrame
 from .._common import MAX_SAFE_INTEGER, check_cursor
 from .._reader import ReadPosition, ReadView, attach, next_frames
-from ._commands import Commands
+from ._commands import NotSent
+from ._line import Line
 from ._live import CLOSED, DUE, OVERFLOW, Dispatcher, Sub
 from ._scripts import LiveKind
 from ._views import GONE, PAGE, LiveView, Page
@@ -36,9 +37,10 @@ class RedisReading:
     health_interval: float
     subscribe_timeout: float
     _closed: bool
-    _commands: Commands
-    _dispatcher: Dispatcher | None
-    _dispatch_task: asyncio.Task[None] | None
+    _commands: Line
+    #: One dispatcher per server ('' on one server; a cluster's masters by ``host:port``).
+    _dispatchers: dict[str, Dispatcher]
+    _dispatch_tasks: set[asyncio.Task[None]]
     _epochs: OrderedDict[str, str]
     _readers: set[Sub]
 
@@ -134,16 +136,30 @@ class RedisReading:
     async def _attach(self, channel: bytes) -> tuple[Sub, Dispatcher]:
         if self._closed:
             raise LogError("the Redis log is closed")
-        dispatcher = self._dispatcher
+        dead = [node for node, d in self._dispatchers.items() if d.dead is not None]
+        if dead:
+            # a dispatcher ended (its task finished on its own): on a cluster, maybe because a
+            # slot moved, so the routing is read again before this reader subscribes
+            self._commands.stale()
+            for node in dead:
+                del self._dispatchers[node]
+        try:
+            node, factory = await self._commands.node_for(channel)
+        except NotSent as exc:
+            raise LogError(f"cannot reach Redis at {self._commands.url} ({exc}); retry",
+                           retryable=True) from exc
+        dispatcher = self._dispatchers.get(node)
         if dispatcher is None or dispatcher.dead is not None:
-            # the previous dispatcher (if any) ended; its task finished on its own
-            dispatcher = self._dispatcher = Dispatcher(
-                self._commands.factory, self.max_reader_queue, self.health_interval)
-            self._dispatch_task = asyncio.get_running_loop().create_task(dispatcher.run())
+            dispatcher = self._dispatchers[node] = Dispatcher(
+                factory, self.max_reader_queue, self.health_interval,
+                sharded=self._commands.cluster)
+            task = asyncio.get_running_loop().create_task(dispatcher.run())
+            self._dispatch_tasks.add(task)
+            task.add_done_callback(self._dispatch_tasks.discard)
         sub = Sub()
         self._readers.add(sub)
         try:
-            await dispatcher.subscribe(channel, sub, self.subscribe_timeout, self.url)
+            await dispatcher.subscribe(channel, sub, self.subscribe_timeout, self._commands.url)
         except BaseException:
             self._readers.discard(sub)
             raise

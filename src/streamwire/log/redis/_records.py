@@ -5,17 +5,27 @@ updated (time of the last change) and body; the set ``{prefix}:ks:running`` hold
 running ones, the sorted set ``{prefix}:ks:paused`` the paused ones and ``{prefix}:ks:settled``
 the others, both by time of last change (for ``"run"``: ``run:{<id>}``, ``runs:running``,
 ``runs:settled``, ``runs:paused``). Insert and compare-and-set are Lua scripts: the record and its
-index change together or not at all."""
+index change together or not at all.
+
+On a Redis Cluster a record (``{prefix}:run:{<id>}``: the slot of the run's stream) and the index
+(``{prefix}:runs:{{prefix}:runs}:running`` etc., one slot of their own, with a hash ``...:ver`` of
+each indexed record's version) are in different slots: the record changes atomically as above,
+then the index in a second command, best-effort. That one applies only a version newer than the
+one it indexed, so index updates that arrive out of order never undo a newer one; a crash between
+the two leaves the index behind (the next change of the record repairs it), and ``expire`` deletes
+a record only if the record itself is still settled (or paused) and old enough."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Final, final
 
 from redis import exceptions as redis_errors
 
 from ...errors import LogError
 from .._records import PAUSED, RUNNING, StoredRecord
-from ._commands import REDIS_DOWN, Commands, NotSent
+from ._commands import REDIS_DOWN, NotSent
+from ._line import Line
 from ._scripts import Script, evalsha
 
 __all__ = ["RedisRecordStore"]
@@ -64,17 +74,60 @@ end
 return #ids
 """)
 
+# Cluster. KEYS: the record; ARGV as _INSERT's. The record alone (its index is in another slot).
+_INSERT_ONE: Final = Script("""
+local found = redis.call('HMGET', KEYS[1], 'version', 'status', 'updated', 'body')
+if found[4] then return found end
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'status', ARGV[3], 'body', ARGV[4],
+           'updated', ARGV[5])
+return false
+""")
+# Cluster. KEYS: the record; ARGV as _SWAP's.
+_SWAP_ONE: Final = Script("""
+local v = redis.call('HGET', KEYS[1], 'version')
+if not v or tonumber(v) ~= tonumber(ARGV[2]) - 1 then return 0 end
+redis.call('HSET', KEYS[1], 'version', ARGV[2], 'status', ARGV[3], 'body', ARGV[4],
+           'updated', ARGV[5])
+return 1
+""")
+# Cluster. KEYS: the versions hash, running set, settled zset, paused zset (one slot); ARGV: id,
+# version, status, '' (no body), updated_at. Indexes the record unless a newer version was.
+_REINDEX: Final = Script(_INDEX + """
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v and tonumber(v) >= tonumber(ARGV[2]) then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+index()
+return 1
+""")
+# Cluster. KEYS: the record; ARGV: before, 'paused' or 'settled'. Deletes the record if it is
+# still what the index said (paused, or neither running nor paused) and last changed before:
+# 1 deleted, 0 kept (it changed since: its own reindex moves it), -1 already gone.
+_DROP_ONE: Final = Script(f"""
+local f = redis.call('HMGET', KEYS[1], 'status', 'updated')
+if not f[1] then return -1 end
+local paused = f[1] == '{PAUSED}'
+if f[1] == '{RUNNING}' or paused ~= (ARGV[2] == '{PAUSED}') then return 0 end
+if tonumber(f[2]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+""")
+#: Records a cluster's ``expire`` looks at per call and index (as one server's script).
+_EXPIRE_BATCH: Final = 1000
+
 
 @final
 class RedisRecordStore:
     """A ``RecordStore`` of ``kind`` records on a ``RedisLog``'s server and connection."""
 
-    def __init__(self, commands: Commands, prefix: str, kind: str) -> None:
+    def __init__(self, commands: Line, prefix: str, kind: str) -> None:
         self._commands = commands
         self._kind = kind
         self._record_prefix = f"{prefix}:{kind}:"
-        self._sets = [f"{prefix}:{kind}s:running", f"{prefix}:{kind}s:settled",
-                      f"{prefix}:{kind}s:paused"]
+        base = f"{prefix}:{kind}s:"
+        if commands.cluster:
+            base += f"{{{base[:-1]}}}:"  # one slot for the index: its own name as the hash tag
+        self._sets = [f"{base}running", f"{base}settled", f"{base}paused"]
+        self._versions = f"{base}ver"
 
     def _keys(self, record_id: str) -> list[str]:
         return [f"{self._record_prefix}{{{record_id}}}", *self._sets]
@@ -86,7 +139,7 @@ class RedisRecordStore:
             raise LogError("the Redis log is closed")
         try:
             if script is None:
-                return await commands.call(*args)
+                return await commands.call_at(args[1], *args)
             return await evalsha(commands, script, keys, args)
         except NotSent as exc:
             raise LogError(f"the Redis {self._kind} records failed to {what}: cannot reach "
@@ -97,9 +150,20 @@ class RedisRecordStore:
                            retryable=isinstance(exc, redis_errors.ConnectionError)) from exc
 
     async def insert(self, record: StoredRecord) -> StoredRecord | None:
-        stored = await self._do("insert", _INSERT, self._keys(record.id), [
-            record.id, record.version, record.status, record.body, record.updated_at])
+        if self._commands.cluster:
+            stored = await self._do("insert", _INSERT_ONE, self._keys(record.id)[:1],
+                                    _args(record))
+            if stored is None:
+                await self._reindex(record)
+        else:
+            stored = await self._do("insert", _INSERT, self._keys(record.id), _args(record))
         return None if stored is None else _stored(record.id, stored)
+
+    async def _reindex(self, record: StoredRecord) -> None:
+        """Cluster: index the record just written (its own command; best-effort)."""
+        with contextlib.suppress(LogError):  # the record is stored: the index catches up later
+            await self._do("index", _REINDEX, [self._versions, *self._sets], [
+                record.id, record.version, record.status, "", record.updated_at])
 
     async def get(self, record_id: str) -> StoredRecord | None:
         found = await self._do("read", None, [], [
@@ -107,15 +171,24 @@ class RedisRecordStore:
         return None if found[3] is None else _stored(record_id, found)
 
     async def swap(self, record: StoredRecord) -> bool:
-        done = await self._do("update", _SWAP, self._keys(record.id), [
-            record.id, record.version, record.status, record.body, record.updated_at])
-        return bool(done)
+        if not self._commands.cluster:
+            return bool(await self._do("update", _SWAP, self._keys(record.id), _args(record)))
+        done = bool(await self._do("update", _SWAP_ONE, self._keys(record.id)[:1],
+                                   _args(record)))
+        if done:
+            await self._reindex(record)
+        return done
 
     async def running(self) -> list[str]:
         ids = await self._do("list the running", None, [], ["SMEMBERS", self._sets[0]])
         return sorted(i.decode() if isinstance(i, bytes) else str(i) for i in ids)
 
     async def expire(self, before: float, *, paused_before: float | None = None) -> int:
+        if self._commands.cluster:
+            count = await self._expire_apart(self._sets[1], before, "settled")
+            if paused_before is not None:
+                count += await self._expire_apart(self._sets[2], paused_before, PAUSED)
+            return count
         count = await self._do("expire", _EXPIRE, [self._sets[1]],
                                [before, self._record_prefix])
         if paused_before is not None:
@@ -123,8 +196,28 @@ class RedisRecordStore:
                                     [paused_before, self._record_prefix])
         return int(count)
 
+    async def _expire_apart(self, index: str, before: float, which: str) -> int:
+        """Cluster: the records ``index`` lists as last changed before ``before``, each deleted
+        if it still is what the index says, and unlisted once gone."""
+        due = await self._do("expire", None, [], [
+            "ZRANGEBYSCORE", index, "-inf", f"({before}", "LIMIT", 0, _EXPIRE_BATCH])
+        count = 0
+        for raw in due:
+            record_id = raw.decode()
+            dropped = int(await self._do("expire", _DROP_ONE, self._keys(record_id)[:1],
+                                         [before, which]))
+            if dropped:
+                await self._do("expire", None, [], ["ZREM", index, record_id])
+                await self._do("expire", None, [], ["HDEL", self._versions, record_id])
+                count += dropped > 0
+        return count
+
     async def aclose(self) -> None:
         return None  # the connection is the log's: RedisLog.aclose closes it
+
+
+def _args(record: StoredRecord) -> list[Any]:
+    return [record.id, record.version, record.status, record.body, record.updated_at]
 
 
 def _stored(record_id: str, fields: list[Any]) -> StoredRecord:

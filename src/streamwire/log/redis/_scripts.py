@@ -13,12 +13,16 @@ from redis import exceptions as redis_errors
 
 from ...errors import LogError, StreamNotFoundError, StreamStateError
 from .._producers import MAX_PRODUCER_BATCHES, epoch_error, sequence_error
-from ._commands import REDIS_DOWN, Commands, NotSent
+from ._commands import REDIS_DOWN, NotSent
+from ._line import Line
 from ._lua import INDEX as _INDEX
+from ._lua import INDEX_CLUSTER as _INDEX_CLUSTER
 from ._lua import LEASE as _LEASE
 from ._lua import PRODUCER as _PRODUCER
+from ._lua import REINDEX as _REINDEX
 
 __all__ = [
+    "CLUSTER_SCRIPTS",
     "MAX_MARKERS",
     "META_FIELDS",
     "READ_ONLY",
@@ -29,6 +33,7 @@ __all__ = [
     "evalsha",
     "list_ids",
     "map_reply",
+    "run_index",
     "run_script",
 ]
 
@@ -64,16 +69,23 @@ META_FIELDS: Final = ("epoch", "head", "status", "run", "tfloor", "nrew", "marke
                       "lease")
 
 
-def _lua(source: str) -> str:
-    """``source`` with the ``@KIND@`` placeholders replaced by the message kinds' letters."""
+def _lua(source: str, *, cluster: bool = False) -> str:
+    """``source`` with the ``@KIND@`` placeholders replaced by the message kinds' letters; for a
+    cluster, with the index left to ``REINDEX`` and sharded pub/sub (``SPUBLISH``: the message
+    goes to the slot's shard only, where its readers subscribed, not to every node)."""
     for kind in LiveKind:
         source = source.replace(f"@{kind.name}@", kind.value)
     source = source.replace("@MAX_PRODUCER_BATCHES@", str(MAX_PRODUCER_BATCHES))
+    if cluster:
+        if _INDEX in source:
+            source = source.replace(_INDEX, _INDEX_CLUSTER)
+        source = source.replace("redis.call('PUBLISH'", "redis.call('SPUBLISH'")
     return source.replace("@MAX_MARKERS@", str(MAX_MARKERS))
 
 # --------------------------------------------------------------------------------------------
 # Lua. Every stream's script gets the meta hash (KEYS[1]), the chunk stream (KEYS[2]), the
-# stream index and its expiry set (KEYS[3], KEYS[4]), the channel as ARGV[1] and the stream id as
+# stream index and its expiry set (KEYS[3], KEYS[4]; not on a cluster: see _lua.INDEX_CLUSTER),
+# the channel as ARGV[1] and the stream id as
 # the last argument; errors are "SW<kind> <detail>" replies that map_reply() turns into typed
 # errors. Lua prints integral doubles below 1e14 as integers, far above any sequence.
 
@@ -148,7 +160,7 @@ redis.call('HSET', KEYS[1], 'epoch', ARGV[2], 'head', 0, 'status', 'active', 'ru
   'bytes', 0, 'tfloor', 0, 'nrew', 0)
 renew(KEYS[1], ARGV[3])
 listed()
-prune(KEYS[3], KEYS[4], 16)
+prune_listed(16)
 return 1
 """
 
@@ -336,13 +348,19 @@ class Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
 
-SCRIPTS: Final = {name: Script(_lua(src)) for name, src in (
+_SOURCES: Final = (
     ("append", _APPEND), ("create", _CREATE), ("finish", _FINISH), ("cleanup", _CLEANUP),
     ("restart", _RESTART), ("delete", _DELETE), ("page", _PAGE_SCRIPT),
-    ("keepalive", _KEEPALIVE), ("lapse", _LAPSE), ("unlist", _UNLIST), ("list", _LIST))}
+    ("keepalive", _KEEPALIVE), ("lapse", _LAPSE), ("unlist", _UNLIST), ("list", _LIST),
+    ("reindex", _LEASE + _INDEX + _REINDEX))
+#: The scripts on one server.
+SCRIPTS: Final = {name: Script(_lua(src)) for name, src in _SOURCES}
+#: The scripts on a cluster: a stream's touch its own slot only (the index is changed apart).
+CLUSTER_SCRIPTS: Final = {name: Script(_lua(src, cluster=name not in ("list", "reindex")))
+                          for name, src in _SOURCES}
 
 #: Scripts that change nothing (or nothing twice): safe to retry after an unknown outcome.
-READ_ONLY: Final = frozenset({"page", "create", "keepalive", "lapse", "unlist"})
+READ_ONLY: Final = frozenset({"page", "create", "keepalive", "lapse", "unlist", "reindex"})
 
 
 class LeaseLapsedError(StreamStateError):
@@ -350,24 +368,26 @@ class LeaseLapsedError(StreamStateError):
     script), then raises this (a ``StreamStateError``)."""
 
 
-async def _evalsha(commands: Commands, name: str, keys: Sequence[str],
+async def _evalsha(commands: Line, name: str, keys: Sequence[str],
                    args: Sequence[Any]) -> Any:
     """Script ``name``'s reply, sent by SHA1 (and loaded on ``NOSCRIPT``)."""
-    return await evalsha(commands, SCRIPTS[name], keys, args)
+    scripts = CLUSTER_SCRIPTS if commands.cluster else SCRIPTS
+    return await evalsha(commands, scripts[name], keys, args)
 
 
-async def evalsha(commands: Commands, script: Script, keys: Sequence[str],
+async def evalsha(commands: Line, script: Script, keys: Sequence[str],
                   args: Sequence[Any]) -> Any:
     """``script``'s reply, sent by SHA1 (and loaded on ``NOSCRIPT``)."""
+    # every key of a script is in one slot (on a cluster): the first one routes it
     try:
-        return await commands.call("EVALSHA", script.sha, len(keys), *keys, *args)
+        return await commands.call_at(keys[0], "EVALSHA", script.sha, len(keys), *keys, *args)
     except redis_errors.NoScriptError:
         # first use on this server (or after a restart / SCRIPT FLUSH): load, then retry
-        await commands.call("SCRIPT", "LOAD", script.source)
-        return await commands.call("EVALSHA", script.sha, len(keys), *keys, *args)
+        await commands.call_at(keys[0], "SCRIPT", "LOAD", script.source)
+        return await commands.call_at(keys[0], "EVALSHA", script.sha, len(keys), *keys, *args)
 
 
-async def list_ids(commands: Commands, index: tuple[str, str], after: str,
+async def list_ids(commands: Line, index: tuple[str, str], after: str,
                    count: int) -> list[str]:
     """Up to ``count`` listed stream ids above ``after`` in byte order (expired ids are dropped
     from the index first; one that vanished otherwise may still be among them)."""
@@ -382,12 +402,24 @@ async def list_ids(commands: Commands, index: tuple[str, str], after: str,
     return [member.decode() for member in reply]
 
 
-async def run_script(commands: Commands, name: str, keys: tuple[str, str, str],
-                     args: Sequence[Any], *, index: tuple[str, str], stream_id: str, what: str,
+async def run_index(commands: Line, index: tuple[str, str], op: str, stream_id: str,
+                    ttl: int) -> Any:
+    """The ``REINDEX`` script (``_lua.REINDEX``) on ``index``: ``op`` for ``stream_id``."""
+    try:
+        return await _evalsha(commands, "reindex", index, (op, stream_id, ttl))
+    except redis_errors.ResponseError as exc:
+        raise LogError(f"indexing stream {stream_id!r}: Redis refused it: {exc}") from exc
+    except (NotSent, *REDIS_DOWN) as exc:
+        raise LogError(f"indexing stream {stream_id!r} failed: Redis at {commands.url} failed "
+                       f"({exc}); retry", retryable=True) from exc
+
+
+async def run_script(commands: Line, name: str, keys: tuple[str, str, str],
+                     args: Sequence[Any], *, index: tuple[str, ...], stream_id: str, what: str,
                      producer_id: str = "") -> Any:
     """Run script ``name`` with ``keys`` (meta, chunks, channel) and the stream ``index`` (the
     index and its expiry set); its reply, or a typed error that says whether anything may have
-    changed."""
+    changed. On a cluster ``index`` is empty: a stream's script touches its own slot only."""
     meta, chunks, channel = keys
     url = commands.url
     try:
