@@ -697,3 +697,21 @@ async def test_the_redis_py_adapter_still_fits() -> None:
         assert await conn.read_response() in (b"PONG", "PONG")
     finally:
         await conn.disconnect()
+
+
+async def test_a_password_in_the_url_stays_out_of_error_messages() -> None:
+    """The URL is quoted in errors (which reach logs and, for 503s, clients): its password not."""
+    from streamwire.log.redis import RedisLog
+    from streamwire.log.redis._commands import redacted_url
+
+    assert redacted_url("redis://app:s3cret@10.0.0.1:6379/2") == "redis://app:***@10.0.0.1:6379/2"
+    assert redacted_url("redis://:s3cret@h:1/0") == "redis://:***@h:1/0"
+    assert redacted_url("redis://h:1/0") == "redis://h:1/0"
+    log = RedisLog("redis://app:s3cret@127.0.0.1:1/0", command_timeout=0.5)
+    try:
+        with pytest.raises(LogError) as caught:
+            await log.create_stream("s")
+    finally:
+        await log.aclose()
+    assert "s3cret" not in str(caught.value)
+    assert "app:***@127.0.0.1:1" in str(caught.value)

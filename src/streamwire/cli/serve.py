@@ -140,7 +140,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def _serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log", default="memory",
-                   help="memory (default), sqlite:PATH or redis://HOST:PORT/DB")
+                   help="memory (default), sqlite:PATH, redis://HOST:PORT/DB or "
+                        "redis-cluster://HOST:PORT[,HOST:PORT...]")
     p.add_argument("--redis-prefix", default="streamwire", help="key prefix for a Redis log")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to bind (default 8000; 0: any)")

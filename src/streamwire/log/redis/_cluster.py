@@ -19,7 +19,7 @@ from redis.asyncio.connection import ConnectionPool
 
 from ..._compat.redis import key_slot
 from ...errors import UsageError
-from ._commands import REDIS_DOWN, Commands, NotSent, purge
+from ._commands import REDIS_DOWN, Commands, NotSent, purge, redacted_url
 
 __all__ = ["CLUSTER_SCHEME", "MAX_REDIRECTS", "ClusterCommands", "parse_cluster_url"]
 
@@ -53,11 +53,6 @@ def parse_cluster_url(url: str) -> tuple[str, list[tuple[str, int]]]:
     return auth, seeds
 
 
-def _redacted(auth: str) -> str:
-    user, colon, _password = auth.removesuffix("@").partition(":")
-    return f"{user}{colon}***@" if colon else f"{user}@"
-
-
 @final
 class ClusterCommands:
     """The cluster's ``Commands``: ``call_at(key, ...)`` runs a command on the master that serves
@@ -67,7 +62,7 @@ class ClusterCommands:
         self.timeout = timeout
         self._auth, self._seeds = parse_cluster_url(url)
         #: The URL without its password (it is quoted in error messages).
-        self.url = url.replace(self._auth, _redacted(self._auth)) if self._auth else url
+        self.url = redacted_url(url)
         self._nodes: dict[str, Commands] = {}
         self._slots: list[str] = []
         self._refresh = asyncio.Lock()

@@ -20,6 +20,7 @@ __all__ = [
     "Commands",
     "NotSent",
     "match_prefix",
+    "redacted_url",
 ]
 
 #: Bytes written but not yet sent above which a caller waits for the socket (back-pressure).
@@ -27,6 +28,16 @@ _HIGH_WATER: Final = 1 << 20
 #: Seconds ``aclose`` waits for the subscription task to finish.
 CLOSE_TIMEOUT: Final = 2.0
 REDIS_DOWN: Final = (redis_errors.ConnectionError, redis_errors.TimeoutError, OSError)
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its password shown as ``***`` (``redis://user:***@host:6379/0``)."""
+    scheme, sep, rest = url.partition("://")
+    auth, at, place = rest.rpartition("@")
+    if not sep or not at:
+        return url
+    user, colon, _password = auth.partition(":")
+    return f"{scheme}://{user}{colon}{'***' if colon else ''}@{place}"
 
 
 def _pack(args: tuple[Any, ...]) -> bytes:
@@ -67,7 +78,8 @@ class Commands:
         # RESP2: pub/sub messages arrive as replies (RESP3 would route them to push handlers)
         self.factory = ConnectionPool.from_url(  # pyright: ignore[reportUnknownMemberType]
             url, protocol=2, socket_timeout=timeout, socket_connect_timeout=timeout)
-        self.url = url
+        #: The URL without its password (it is quoted in error messages).
+        self.url = redacted_url(url)
         self._conn: Connection | None = None
         self._waiting: deque[asyncio.Future[Any]] = deque()
         self._deadlines: deque[float] = deque()
