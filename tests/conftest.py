@@ -62,6 +62,15 @@ def redis_problem() -> str | None:
     return None
 
 
+def cluster_problem() -> str | None:
+    """Why the Redis Cluster tests cannot start their own cluster (``None``: they can)."""
+    missing = [tool for tool in ("redis-server", "redis-cli") if shutil.which(tool) is None]
+    if missing:
+        return (f"{' and '.join(missing)} not found: the cluster tests start a private 3-master "
+                "cluster with them (apt-get install redis-server redis-tools)")
+    return None
+
+
 def redis_available() -> bool:
     return redis_problem() is None
 
@@ -105,6 +114,7 @@ def chromium_problem() -> str | None:
 def missing_services() -> list[tuple[str, str]]:
     """(which tests, why) for every test service missing here: ``./dev test`` prints these."""
     found = [("the Redis tests", redis_problem()),
+             ("the Redis Cluster tests", cluster_problem()),
              ("the browser tests", chromium_problem()),
              ("the Node interop tests", node_problem())]
     return [(tests, why) for tests, why in found if why is not None]
