@@ -212,3 +212,41 @@ async def test_two_pending_calls_in_one_pause() -> None:
             {"toolCallId": "b", "approvalId": "ap-b", "approved": False, "reason": "no"}]}, "r")
         done = await settled(runs, "t1")
         assert done.output == {"state": {"round": 1}, "results": {"a": "sent", "b": "no"}}
+
+
+async def test_over_http_the_dispatcher_sees_pending_tools_and_a_wrong_answer_is_422() -> None:
+    """``/status`` lists ``pendingTools``; a resume answering no pending call is ``422
+    ToolAnswerError`` (the client raises it) and the run still waits; the right answer ends it."""
+    import httpx
+
+    from helpers.runs_server import serving
+    from streamwire.client import AsyncDispatcher
+    from streamwire.errors import ToolAnswerError
+    from streamwire.frames import ChunkCodec
+
+    with serving(MemoryLog, [demo]) as srv:
+        async with httpx.AsyncClient() as client:
+            d = AsyncDispatcher(client, srv.base, decode=ChunkCodec(Chat).decode)
+            run = await d.start("demo", {"prompt": "/approve", "pace": 0}, run_id="h1")
+            _ = [m async for m in run]  # the reply up to the pause
+            status = await d.status("h1")
+            assert status["status"] == "paused"
+            [pending] = status["pendingTools"]
+            assert (pending["kind"], pending["toolName"]) == ("approval", "delete_file")
+            raw = await client.post(f"{srv.base}/runs/h1/resume", json={
+                "resumeId": "bad", "input": {"toolAnswers": [{"toolCallId": "nope"}]}})
+            assert raw.status_code == 422
+            assert raw.json()["code"] == "ToolAnswerError"
+            with pytest.raises(ToolAnswerError, match="not the one asked for"):
+                await d.resume("h1", {"toolAnswers": [{
+                    "toolCallId": pending["toolCallId"], "approvalId": "forged",
+                    "approved": True}]}, resume_id="forged")
+            assert (await d.status("h1"))["status"] == "paused"
+            resumed = await d.resume("h1", {"toolAnswers": [{
+                "toolCallId": pending["toolCallId"], "approvalId": pending["approvalId"],
+                "approved": True}]}, resume_id="yes", cursor=status["head"])
+            items = [m async for m in resumed]
+            assert resumed.outcome is not None
+            assert resumed.outcome.output == {"text": APPROVED_ANSWER}
+            assert items[0] is not None
+            assert items[0].name == "tool_output_available"

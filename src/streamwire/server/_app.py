@@ -25,7 +25,8 @@ from ..log._reader import ReadPosition
 from ..runs import Agent, Runs
 from ._asgi import Receive, Scope, Send
 from ._auth import Access, Authorize, write_protection
-from ._chat import ChatAPI, chat_openapi_paths
+from ._chat import ChatAPI
+from ._chat_openapi import chat_openapi_paths
 from ._context import (
     CORS_ALLOW_HEADERS,
     CORS_EXPOSE_HEADERS,

@@ -62,12 +62,11 @@ from ._auth import User
 from ._context import RawRoute, RouteContext
 from ._engine import Connection
 from ._http import Refusal, encode_json, read_json
-from ._openapi import NOT_JSON
 from ._owners import chat_pointer, owner_id, require_owner, visible
 from ._threads import Threads
 from ._wire import failure_frame
 
-__all__ = ["MULTITASK", "ChatAPI", "chat_openapi_paths"]
+__all__ = ["MULTITASK", "ChatAPI"]
 
 logger = logging.getLogger("streamwire.server")
 #: What a new message does while the chat's reply runs (``create_app(chat_multitask=...)``).
@@ -439,54 +438,3 @@ async def _aclose(frames: AsyncIterator[StreamFrame]) -> None:
     aclose = getattr(frames, "aclose", None)  # a log reader is an async generator
     if aclose is not None:
         await aclose()
-
-
-def chat_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
-    """``document`` with the ``/api/chat`` routes added."""
-    errors = {"400": {"$ref": "#/components/responses/BadRequest"},
-              "401": {"$ref": "#/components/responses/Refused"},
-              "403": {"$ref": "#/components/responses/Refused"}}
-    chat_id = [{"name": "chat_id", "in": "path", "required": True, "schema": {"type": "string"}}]
-    stream = {"description": "The reply as the AI SDK's UI message stream (`data: {json}` "
-                             "events with ids, then `data: [DONE]`).",
-              "headers": {"x-vercel-ai-ui-message-stream": {"schema": {"const": "v1"}}},
-              "content": {"text/event-stream": {"schema": {"type": "string"}}}}
-    message = {"type": "object", "required": ["role"], "properties": {
-        "id": {"type": "string"}, "role": {"type": "string"},
-        "parts": {"type": "array", "items": {"type": "object"}}}}
-    paths: dict[str, Any] = {
-        "/api/chat": {"post": {
-            "summary": "Start the chat agent's reply to the last user message (once per chat, "
-                       "user message and text) and stream it (useChat's DefaultChatTransport).",
-            "requestBody": {"required": True, "content": {"application/json": {"schema": {
-                "type": "object", "required": ["id", "messages"],
-                "properties": {"id": {"type": "string"},
-                               "messages": {"type": "array", "items": message},
-                               "trigger": {"enum": ["submit-message", "regenerate-message"]},
-                               "messageId": {"type": ["string", "null"]},
-                               "agent": {"type": "string", "description": "one of the server's "
-                                         "chat agents (400 names them); default: the first"}},
-                "additionalProperties": True}}}},
-            "responses": {"200": stream, **errors, "415": NOT_JSON,
-                          "404": {"$ref": "#/components/responses/NotFound"},
-                          "413": {"$ref": "#/components/responses/TooLarge"},
-                          "422": {"$ref": "#/components/responses/Invalid"}}}},
-        "/api/chat/{chat_id}/stream": {"get": {
-            "summary": "Resume the chat's running reply (useChat's reconnectToStream): from its "
-                       "start, or after Last-Event-ID.",
-            "parameters": [*chat_id, {"name": "Last-Event-ID", "in": "header", "required": False,
-                                      "schema": {"type": "string"}}],
-            "responses": {"200": stream, "204": {"description": "No reply is running."},
-                          **errors}}},
-        "/api/chat/{chat_id}/stop": {"post": {
-            "summary": "Stop the chat's reply (its run ends interrupted); answers the run's "
-                       "status.",
-            "parameters": chat_id,
-            "requestBody": {"required": False, "content": {"application/json": {"schema": {
-                "type": "object", "properties": {"runId": {"type": "string"}}}}}},
-            "responses": {"200": {"description": "The run's status.", "content": {
-                "application/json": {"schema": {"type": "object"}}}},
-                **errors, "404": {"$ref": "#/components/responses/NotFound"}, "415": NOT_JSON,
-                "409": {"$ref": "#/components/responses/Conflict"}}}},
-    }
-    return {**document, "paths": {**document["paths"], **paths}}

@@ -9,11 +9,14 @@ gets the run id (a run's stream has the run's id).
                             an empty id, or one beginning ``chat:`` (the chat routes'), ``400``
 ``POST /runs/{id}/resume``  ``{"input", "resumeId"}``: a paused run continues on its stream, once
                             per ``resumeId``: ``200 {"runId", "streamId", "status", "resumed"}``
-                            (``resumed`` false for a repeat); another body ``409``
+                            (``resumed`` false for a repeat); another body ``409``; a paused
+                            run's ``pendingTools`` are answered by ``input.toolAnswers`` (``422
+                            ToolAnswerError`` for an answer to no pending call)
 ``POST /runs/{id}/stop``    cancel the agent (the stream ends ``interrupted``); idempotent; answers
                             the status once settled
 ``GET /runs/{id}/status``   ``{"runId", "streamId", "agent", "status", "head", "output"?, "state"?,
-                            "usage"?, "error"?, "errorDetail"?, "recoverable"?}``
+                            "usage"?, "error"?, "errorDetail"?, "recoverable"?,
+                            "pendingTools"?}``
 ``GET /runs/{id}/sse``      the run's stream, exactly as ``GET /streams/{id}/sse``; once a settled
                             (or paused) run's stream expired, what its record says: at the
                             run's head ``caught-up{head}`` and its terminal, below it
@@ -242,12 +245,16 @@ def runs_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
                                          "not": {"pattern": "^chat:"}}}}}}},
             "responses": {"201": created, "200": created, **errors, **conflict}}},
         "/runs/{run_id}/resume": {"post": {
-            "summary": "Resume a paused run on its stream, once per resumeId.",
+            "summary": "Resume a paused run on its stream, once per resumeId. A run paused for "
+                       "tool calls (its pendingTools) takes their answers as "
+                       "input.toolAnswers: [{toolCallId, approvalId, approved, reason?}] for an "
+                       "approval, [{toolCallId, output | errorText}] for a client tool.",
             "security": [{"bearer": []}], "parameters": param,
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
                 "type": "object", "required": ["resumeId"], "additionalProperties": False,
                 "properties": {"resumeId": {"type": "string"}, "input": {}}}}}},
-            "responses": {"200": created, **errors, **conflict}}},
+            "responses": {"200": created, **errors, **conflict,
+                          "422": {"$ref": "#/components/responses/Invalid"}}}},
         "/runs/{run_id}/stop": {"post": {
             "summary": "Stop the run (its stream ends interrupted); idempotent.",
             "security": [{"bearer": []}], "parameters": param,
@@ -271,7 +278,13 @@ def runs_openapi_paths(document: dict[str, Any]) -> dict[str, Any]:
                            "status": {"$ref": "#/components/schemas/RunStatusName"},
                            "head": {"type": "integer"}, "output": {}, "state": {},
                            "usage": {"type": "object"}, "error": {"type": "string"},
-                           "errorDetail": {"type": "object"}, "recoverable": {"type": "boolean"}}},
+                           "errorDetail": {"type": "object"}, "recoverable": {"type": "boolean"},
+                           "pendingTools": {"type": "array", "items": {
+                               "type": "object", "required": ["kind", "toolCallId", "toolName"],
+                               "properties": {"kind": {"enum": ["approval", "output"]},
+                                              "toolCallId": {"type": "string"},
+                                              "toolName": {"type": "string"}, "input": {},
+                                              "approvalId": {"type": "string"}}}}}},
     }
     return {**document, "paths": {**document["paths"], **paths},
             "components": {**document["components"],
