@@ -84,7 +84,11 @@ def _reuse_port() -> bool:
 
 def _listen(host: str, port: int, reuse_port: bool) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY only on connections of a socket whose
+    # proto says TCP (a bare socket.socket() says 0, and each response written in two parts then
+    # waits 40 ms for the client's delayed ACK); the worker's socket, rebuilt from the fd, reads
+    # the kernel's answer anyway
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if reuse_port:
