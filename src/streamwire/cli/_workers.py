@@ -21,7 +21,9 @@ SIGKILL) sees it close and shuts down as on SIGTERM.
 
 **Supervision.** SIGTERM / SIGINT to the parent goes to every worker, each drains as a lone
 ``serve`` does (open streams end with their recoverable ``fail``, runs get ``--drain-timeout``),
-and the parent exits once all have: 0 (SIGTERM) or 130 (SIGINT), 1 if one of them failed. A second
+and the parent exits once all have: 0 (SIGTERM) or 130 (SIGINT), 1 if one of them failed. The
+parent closes its copies of the sockets at the first signal, so a worker that stopped listening
+gets no more connections (they go to the others, or are refused when none listens). A second
 signal is forwarded too (uvicorn then stops at once). A worker that exits on its own before it
 served (its log unusable, an agent failing to import: it says why on stderr) ends the server with
 status 1: every restart would fail alike. One that dies after it served (a crash, the OOM killer)
@@ -190,6 +192,9 @@ class _Supervisor:
             now = time.monotonic()
             if self.stopping and deadline == math.inf:
                 deadline = now + self.bound
+                # the parent's copies go: once a worker stops listening, new connections go to
+                # those still listening, or are refused, instead of waiting in its queue
+                self.close_sockets()
             for worker in self.workers:
                 if worker.status is None:
                     self._check(worker, now, deadline)
@@ -228,6 +233,10 @@ class _Supervisor:
                  "restarting it")
             worker.restart_at = max(now, worker.started + _RESTART_EVERY)
 
+    def close_sockets(self) -> None:
+        for sock in {w.sock for w in self.workers}:
+            sock.close()
+
     def close(self) -> None:
         for worker in self.workers:  # an error in the parent itself: no orphans
             if worker.proc is not None and worker.proc.poll() is None:
@@ -235,8 +244,7 @@ class _Supervisor:
                 worker.proc.wait()
             if worker.ready_fd >= 0:
                 os.close(worker.ready_fd)
-        for sock in {w.sock for w in self.workers}:
-            sock.close()
+        self.close_sockets()
         self.selector.close()
 
 

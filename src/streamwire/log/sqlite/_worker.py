@@ -179,7 +179,9 @@ class Worker:
 
     def _mapped(self, exc: Exception) -> Exception:
         if isinstance(exc, sqlite3.Error):
-            error = LogError(f"the SQLite stream log {self.path} failed: {exc}", retryable=True)
+            name = getattr(exc, "sqlite_errorname", None)  # which of the BUSY cases, say
+            error = LogError(f"the SQLite stream log {self.path} failed: {exc}"
+                             f"{f' ({name})' if name else ''}", retryable=True)
             error.__cause__ = exc
             return error
         return exc
