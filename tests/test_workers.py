@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -65,6 +66,31 @@ async def test_a_call_that_sees_another_connections_commit_wakes_the_parked_read
             await frames.aclose()  # type: ignore[attr-defined]
 
 
+
+async def test_a_first_record_read_waits_for_another_processes_write_lock(tmp_path: Path) -> None:
+    """The run records' table did not exist yet, so the first read created it inside a read
+    transaction; while another process held the write lock SQLite refused that at once (SQLITE_BUSY,
+    503 "the stream log failed" for every call in the same group, e.g. an SSE attach)."""
+    path = tmp_path / "log.db"
+    async with SQLiteLog(path) as log:
+        await log.create_stream("s")  # the file and its connection are open
+        other = sqlite3.connect(path, isolation_level=None)  # another process's connection
+        try:
+            other.execute("BEGIN IMMEDIATE")  # holds the write lock for a moment
+            store = log.record_store("run")
+
+            async def release() -> None:
+                await anyio.sleep(0.3)
+                other.execute("COMMIT")
+
+            with anyio.fail_after(5):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(release)
+                    assert await store.get("r1") is None  # waited, did not fail
+                    assert await store.running() == []
+        finally:
+            other.close()
+
 # -- streamwire serve --workers 2 ----------------------------------------------------------------
 
 AGENTS = ("--agent", "helpers.runs_agents:slow", "--agent", "helpers.runs_drain:steady")
@@ -121,7 +147,7 @@ async def pinned(stack: contextlib.AsyncExitStack, base: str, pid: int | None = 
 async def events(client: httpx.AsyncClient, path: str, into: list[str]) -> None:
     """The event names of one SSE connection to ``path`` (``into``), until the server ends it."""
     async with client.stream("GET", path) as resp:
-        assert resp.status_code == 200, resp.status_code
+        assert resp.status_code == 200, (resp.status_code, await resp.aread())
         into.append(f"worker {resp.headers[WORKER_HEADER]}")
         into.extend([line.partition(":")[2].strip() async for line in resp.aiter_lines()
                      if line.startswith("event:")])
@@ -129,10 +155,11 @@ async def events(client: httpx.AsyncClient, path: str, into: list[str]) -> None:
 
 @pytest.mark.parametrize("backend", ["sqlite", "redis"], indirect=True)
 async def test_two_workers_spread_connections_and_share_streams_and_runs(
-        backend: Backend) -> None:
+        backend: Backend, tmp_path: Path) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    with two_workers(backend, port) as proc, anyio.fail_after(60):
+    with (two_workers(backend, port, err=tmp_path / "serve.err") as proc,
+          anyio.fail_after(60)):
         # connections spread over both processes (the kernel hashes each new one)
         seen = set()
         for _ in range(40):
@@ -249,8 +276,9 @@ async def test_a_worker_answers_at_once_and_one_that_dies_is_logged_and_restarte
     assert f"(pid {first[0]}) died unexpectedly (status -9); restarting it" in said, said
 
 
-def _serve_exits(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{TESTS}"}
+def _serve_exits(*args: str, env: dict[str, str] | None = None
+                 ) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{TESTS}", **(env or {})}
     return subprocess.run([sys.executable, "-m", "streamwire.cli", "serve", "--port",
                            str(free_port()), "--token", "t0ken", *args],
                           capture_output=True, text=True, timeout=60, env=env, check=False)
@@ -264,8 +292,17 @@ def test_workers_over_the_memory_log_are_refused_at_start() -> None:
             ) in done.stderr
 
 
-def test_a_worker_that_cannot_start_ends_the_server(tmp_path: Path) -> None:
+def test_an_unusable_log_is_reported_once_before_any_worker_starts(tmp_path: Path) -> None:
     done = _serve_exits("--workers", "2", "--log", f"sqlite:{tmp_path}/missing/streams.db")
     assert done.returncode == 1, done.stderr
-    assert "does not work" in done.stderr  # the worker's reason
-    assert "before it served" in done.stderr  # and the parent's
+    assert done.stderr.count("does not work") == 1, done.stderr
+    assert "workers (pids" not in done.stderr
+
+
+def test_a_worker_that_cannot_start_ends_the_server(tmp_path: Path) -> None:
+    done = _serve_exits("--workers", "2", "--log", f"sqlite:{tmp_path}/streams.db",
+                        "--agent", "helpers.workers_agents:hello",
+                        env={"WORKERS_TEST_FAIL_IN_WORKER": "1"})
+    assert done.returncode == 1, done.stderr
+    assert "refuses to load in a worker" in done.stderr  # the worker's reason
+    assert "before it served (it said why above); stopping the others" in done.stderr

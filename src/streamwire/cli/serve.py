@@ -275,6 +275,14 @@ async def _check_log(log: StreamLog, spec: str) -> None:
         raise _LogUnusable(f"--log {_shown(spec)} does not work: {reason}{hint}") from exc
 
 
+async def _checked(log: StreamLog, spec: str) -> None:
+    """``_check_log``, then close the log (``--workers``: the parent serves nothing itself)."""
+    try:
+        await _check_log(log, spec)
+    finally:
+        await log.aclose()
+
+
 def _shown(spec: str) -> str:
     """``spec`` without a password (``redis://user:secret@host`` -> ``redis://user:***@host``)."""
     scheme, sep, rest = spec.partition("://")
@@ -342,6 +350,11 @@ def _run_serve(args: argparse.Namespace) -> int:
     for line in [] if worker else _startup_lines(args, source):
         print(f"streamwire serve: {line}", file=sys.stderr, flush=True)
     if getattr(args, "workers", 1) > 1 and not worker:
+        try:  # once, here: one message if it is unusable, and the file made before N race to
+            asyncio.run(_checked(log, args.log))
+        except _LogUnusable as exc:
+            print(f"streamwire serve: {exc}", file=sys.stderr)
+            return 1
         return supervise(args)
     # uvicorn re-raises the signal it shut down on once it is done, to die of it; a stop asked
     # for by a signal exits here instead, after the drain (also when it arrives before uvicorn
