@@ -107,14 +107,17 @@ def _listen(host: str, port: int, reuse_port: bool) -> socket.socket:
 def _sockets(host: str, port: int, n: int) -> list[socket.socket]:
     """One listening socket per worker (``SO_REUSEPORT``), or one for all of them."""
     reuse = _reuse_port()
+    made: list[socket.socket] = []
     try:
-        first = _listen(host, port, reuse)
+        made.append(_listen(host, port, reuse))
+        port = made[0].getsockname()[1]  # port 0: the one the kernel picked, for every worker
+        while reuse and len(made) < n:
+            made.append(_listen(host, port, reuse))
     except OSError as exc:
+        for sock in made:
+            sock.close()
         raise CommandLineError(f"cannot listen on {host}:{port}: {exc}") from exc
-    if not reuse:
-        return [first] * n
-    port = first.getsockname()[1]  # port 0: the one the kernel picked, for every worker
-    return [first, *(_listen(host, port, reuse) for _ in range(n - 1))]
+    return made if reuse else made * n
 
 
 @dataclass
