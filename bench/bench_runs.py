@@ -7,36 +7,33 @@
   floor of any read). The difference is what a run adds. Sequential, one at a time.
 * **Throughput** (runs/s): trivial runs (one chunk, then return) started and followed to their
   outcome by 16 concurrent dispatcher tasks, each run ends ``completed``.
+* **A keep-alive request** (p50, ms): ``GET /healthz`` on the dispatcher's open connection, the
+  floor under every figure above.
 
-Server: uvicorn in a thread of this process (its own event loop), on each backend. Everything
-runs on this 2-core machine, so the figures are ratios, not capacities.
+Server: ``streamwire serve --agent bench.bench_runs:trivial`` in a process of its own
+(``bench._serve``; its default event loop: uvloop when installed), on each backend. It used to be
+uvicorn in a thread of this process, where the client's loop and the server's took turns at one
+GIL. Everything runs on this 2-core machine, so the figures are ratios, not capacities.
 """
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import statistics
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
 
 from bench._harness import machine_line, table
+from bench._serve import AUTH, served
 from streamwire.chat import Chat
 from streamwire.client import AsyncDispatcher, AsyncResumableStream, RetryPolicy
 from streamwire.frames import RemoteOutcomeKind
-from streamwire.log import StreamLog
-from streamwire.log.memory import MemoryLog
-from streamwire.runs import Completed, RunContext, Runs
-from streamwire.server import create_app, uvicorn_server
+from streamwire.runs import Completed, RunContext
 
 CONCURRENCY = 16
 
@@ -47,47 +44,17 @@ async def trivial(run: RunContext[Chat]) -> Completed:
     return Completed(output="ok")
 
 
-@contextmanager
-def _serve(factory: Callable[[], StreamLog]) -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    made: dict[str, Any] = {}
-
-    async def main() -> None:
-        log = factory()
-        app = create_app(log, allow_anonymous_writes=True, agents=Runs(log, [trivial]))
-        made["server"] = server = uvicorn_server(app, log_level="warning", access_log=False)
-        try:
-            await server.serve(sockets=[sock])
-        finally:
-            await log.aclose()
-
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while "server" not in made or not made["server"].started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        made["server"].should_exit = True
-        thread.join(15)
-        sock.close()
-
-
 def _ms(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     return (statistics.median(ordered) * 1000,
             ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000)
 
 
-async def _latencies(base: str, n: int) -> tuple[list[float], list[float]]:
+async def _latencies(base: str, n: int) -> tuple[list[float], list[float], list[float]]:
     runs: list[float] = []
     bare: list[float] = []
-    async with httpx.AsyncClient(base_url=base) as client:
+    plain: list[float] = []
+    async with httpx.AsyncClient(base_url=base, headers=AUTH) as client:
         d = AsyncDispatcher(client, base, retry=RetryPolicy(backoff_initial=0.01))
         chunk = [{"step": 0, "chunk": {"event": "chunk", "data": {"chunk": "hi"}}}]
         for _ in range(n):
@@ -106,12 +73,16 @@ async def _latencies(base: str, n: int) -> tuple[list[float], list[float]]:
                     bare.append(time.perf_counter() - start)
                     break
             await client.post(f"/streams/{sid}/end", json={"status": "completed"})
-    return runs, bare
+            start = time.perf_counter()
+            await client.get("/healthz")
+            plain.append(time.perf_counter() - start)
+    return runs, bare, plain
 
 
 async def _throughput(base: str, total: int) -> float:
     done = 0
-    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=CONCURRENCY * 2)) as client:
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=CONCURRENCY * 2),
+                                 headers=AUTH) as client:
         d = AsyncDispatcher(client, base)
 
         async def worker(count: int) -> None:
@@ -129,19 +100,14 @@ async def _throughput(base: str, total: int) -> float:
     return done / elapsed
 
 
-def _backends(tmp: Path) -> list[tuple[str, Callable[[], StreamLog]]]:
-    backends: list[tuple[str, Callable[[], StreamLog]]] = [("memory", MemoryLog)]
-    from streamwire.log.sqlite import SQLiteLog
-
-    backends.append(("sqlite", lambda: SQLiteLog(tmp / "runs.db")))
+def _backends(tmp: Path) -> list[tuple[str, list[str]]]:
+    """Each backend's ``serve`` flags: memory, SQLite, and Redis when one answers on 6379."""
+    backends = [("memory", ["--log", "memory"]), ("sqlite", ["--log", f"sqlite:{tmp}/runs.db"])]
     try:
         with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
-            pass
-        from streamwire.log.redis import RedisLog
-
-        prefix = f"bench-runs-{uuid.uuid4().hex[:8]}"
-        backends.append(("redis", lambda: RedisLog("redis://127.0.0.1:6379/0", prefix=prefix)))
-    except (OSError, ImportError):
+            backends.append(("redis", ["--log", "redis://127.0.0.1:6379/0", "--redis-prefix",
+                                       f"bench-runs-{uuid.uuid4().hex[:8]}"]))
+    except OSError:
         pass
     return backends
 
@@ -152,19 +118,22 @@ def main(rounds: int = 7) -> str:
     total = CONCURRENCY * max(8, rounds * 3)
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, factory in _backends(Path(tmp)):
-            with _serve(factory) as base:
-                runs, bare = anyio.run(_latencies, base, n)
+        for name, flags in _backends(Path(tmp)):
+            with served(*flags, "--agent", "bench.bench_runs:trivial") as base:
+                runs, bare, plain = anyio.run(_latencies, base, n)
                 rate = anyio.run(_throughput, base, total)
             run_p50, run_p99 = _ms(runs)
             bare_p50, bare_p99 = _ms(bare)
-            rows.append([name, bare_p50, bare_p99, run_p50, run_p99, run_p50 - bare_p50, rate])
+            rows.append([name, _ms(plain)[0], bare_p50, bare_p99, run_p50, run_p99,
+                         run_p50 - bare_p50, rate])
     return table(
         f"Runs: start -> first chunk at the dispatcher vs a bare stream ({n} sequential each), "
         f"and trivial runs completed per second ({total} runs, {CONCURRENCY} concurrent "
         f"dispatchers)",
-        ["backend", "bare p50 ms", "bare p99 ms", "run p50 ms", "run p99 ms", "added p50 ms",
-         "runs/s"], rows) + f"\n{machine_line(['httpx', 'uvicorn', 'redis'])}\n"
+        ["backend", "request p50 ms", "bare p50 ms", "bare p99 ms", "run p50 ms", "run p99 ms",
+         "added p50 ms", "runs/s"], rows) + (
+        f"\nServer: streamwire serve in its own process. "
+        f"{machine_line(['httpx', 'uvicorn', 'uvloop', 'redis'])}\n")
 
 
 if __name__ == "__main__":

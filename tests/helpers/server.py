@@ -85,7 +85,10 @@ def serving(log_factory: LogFactory, *, make_app: Callable[[StreamLog], StreamAp
             **app_options: Any) -> Iterator[Running]:
     """uvicorn on 127.0.0.1:<free port> in a thread, serving ``create_app(log_factory(), ...)``
     (or ``make_app(log)``, for an app that needs the log to build more than the routes)."""
-    sock = socket.socket()
+    # IPPROTO_TCP, not a bare socket.socket() (proto 0): asyncio sets TCP_NODELAY only on the
+    # connections of a socket that says TCP; without it every two-write answer waits ~40 ms for
+    # the client's delayed ACK (docs/concepts/bench-runs.md)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     made: dict[str, Any] = {}

@@ -37,6 +37,9 @@ uvicorn imports an app: ``--app-dir`` (default: the current directory) comes fir
 module search path, so ``streamwire serve --agent mymod:fn`` finds ``mymod.py`` in the folder it
 runs in. ``streamwire run`` starts a run and prints its reply live.
 
+``--workers N`` serves with N processes on one port over a log they share (``sqlite:PATH``,
+``redis://``; memory is refused): ``streamwire.cli._workers`` says how they are run and supervised.
+
 Lifetimes: ``--finished-ttl`` (a finished stream), ``--paused-ttl`` (a paused run waiting for its
 resume; 0, the default, until resumed) and ``--run-retention`` (a run's record once it ended).
 Unset, ``--finished-ttl`` follows ``--run-retention`` on SQLite and Redis (a reply is readable as
@@ -181,6 +184,9 @@ def _serve_options(p: argparse.ArgumentParser) -> None:
                    help="a new chat message while the chat's reply runs: reject (409, default), "
                         "interrupt (stop the reply, answer the new one) or enqueue (answer it "
                         "when the reply ends)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="serve with N processes on one port (default 1), over a log they share "
+                        "(sqlite:PATH or redis://); see docs/guides/workers.md")
     p.add_argument("--loop", default="auto", choices=["auto", "asyncio", "uvloop"],
                    help="event loop: uvloop (pip install 'streamwire[uvloop]'), asyncio, or auto "
                         "(default: uvloop when installed, else asyncio)")
@@ -244,8 +250,10 @@ async def _serve(args: argparse.Namespace, log: StreamLog, authorize: Any) -> No
                     authorize=authorize, agents=runs,
                     chat_agents=list(runs.agents) if runs is not None else (),
                     chat_multitask=args.chat_multitask)
+    seat = getattr(args, "seat", None)  # a worker of --workers N: its socket, and a header
     server = uvicorn_server(app, host=args.host, port=args.port, log_level=args.log_level,
-                            access_log=args.access_log, log_config=None)
+                            access_log=args.access_log, log_config=None,
+                            **(seat.uvicorn_config() if seat else {}))
     async with contextlib.AsyncExitStack() as stack:
         enter = getattr(log, "__aenter__", None)
         if enter is not None:
@@ -258,7 +266,7 @@ async def _serve(args: argparse.Namespace, log: StreamLog, authorize: Any) -> No
         # process, so full collections need not scan it again (gc.freeze); garbage first.
         gc.collect()
         gc.freeze()
-        await server.serve()
+        await (server.serve() if seat is None else seat.serve(server))
 
 
 class _LogUnusable(Exception):
@@ -277,6 +285,14 @@ async def _check_log(log: StreamLog, spec: str) -> None:
                 else "; is the server running there?" if spec != "memory" else "")
         reason = str(exc).replace(spec, _shown(spec))  # no password in the message
         raise _LogUnusable(f"--log {_shown(spec)} does not work: {reason}{hint}") from exc
+
+
+async def _checked(log: StreamLog, spec: str) -> None:
+    """``_check_log``, then close the log (``--workers``: the parent serves nothing itself)."""
+    try:
+        await _check_log(log, spec)
+    finally:
+        await log.aclose()
 
 
 def _shown(spec: str) -> str:
@@ -315,8 +331,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_serve(args: argparse.Namespace) -> int:
     from ._logging import configure_logging
+    from ._workers import check_workers, supervise
 
     configure_logging(args.log_level, args.log_format)
+    check_workers(args)
+    worker = getattr(args, "seat", None) is not None  # one of --workers N: the parent said it all
     try:
         loop_factory = _loop_factory(args.loop)
         log = open_log(args.log, redis_prefix=args.redis_prefix,
@@ -348,8 +367,15 @@ def _run_serve(args: argparse.Namespace) -> int:
                  if isinstance(exc.__cause__, ModuleNotFoundError) else "")
         raise CommandLineError(f"{exc}{where}") from exc
     authorize, source = _authorize(args)
-    for line in _startup_lines(args, source):
+    for line in [] if worker else _startup_lines(args, source):
         print(f"streamwire serve: {line}", file=sys.stderr, flush=True)
+    if getattr(args, "workers", 1) > 1 and not worker:
+        try:  # once, here: one message if it is unusable, and the file made before N race to
+            asyncio.run(_checked(log, args.log))
+        except _LogUnusable as exc:
+            print(f"streamwire serve: {exc}", file=sys.stderr)
+            return 1
+        return supervise(args)
     # uvicorn re-raises the signal it shut down on once it is done, to die of it; a stop asked
     # for by a signal exits here instead, after the drain (also when it arrives before uvicorn
     # starts): 0 for SIGTERM, 130 for Ctrl-C.
@@ -386,6 +412,7 @@ def _authorize(args: argparse.Namespace) -> tuple[Any, str]:
     source = "--token" if args.token else "$STREAMWIRE_TOKEN"
     if not token:
         token, source = secrets.token_urlsafe(24), "generated, printed above"
+        args.token = token  # --workers N: every worker takes the same one
         print(f"streamwire serve: no --token given; writes need: Authorization: Bearer {token}",
               file=sys.stderr, flush=True)
     try:  # refuses a token no HTTP client could send

@@ -42,6 +42,11 @@ class SQLiteRecordStore:
         self._expire = (f"DELETE FROM {table} WHERE status NOT IN ('{RUNNING}', '{PAUSED}') "
                         "AND updated_at < ?")
         self._expire_paused = f"DELETE FROM {table} WHERE status = '{PAUSED}' AND updated_at < ?"
+        # Until a call committed, the table may not exist, and creating it in a read transaction
+        # upgrades that to a write one: SQLite then answers SQLITE_BUSY at once when another
+        # process holds the write lock (its busy handler only waits to begin a transaction), so
+        # until then every call begins as a write transaction, which waits its turn.
+        self._created = False
 
     def _table(self, conn: sqlite3.Connection) -> None:
         # a no-op once the table exists (no lock taken, about a microsecond each): cheaper than
@@ -78,20 +83,25 @@ class SQLiteRecordStore:
             count += conn.execute(self._expire_paused, (paused_before,)).rowcount
         return count
 
+    async def _run(self, fn: Callable[..., _T], *args: Any, write: bool = True) -> _T:
+        result = await self._call(fn, *args, write=write or not self._created)
+        self._created = True
+        return result
+
     async def insert(self, record: StoredRecord) -> StoredRecord | None:
-        return await self._call(self._write_new, record)
+        return await self._run(self._write_new, record)
 
     async def get(self, record_id: str) -> StoredRecord | None:
-        return await self._call(self._read, record_id, write=False)
+        return await self._run(self._read, record_id, write=False)
 
     async def swap(self, record: StoredRecord) -> bool:
-        return await self._call(self._write_swap, record)
+        return await self._run(self._write_swap, record)
 
     async def running(self) -> list[str]:
-        return await self._call(self._list_running, write=False)
+        return await self._run(self._list_running, write=False)
 
     async def expire(self, before: float, *, paused_before: float | None = None) -> int:
-        return await self._call(self._delete_old, before, paused_before)
+        return await self._run(self._delete_old, before, paused_before)
 
     async def aclose(self) -> None:
         return None  # the worker and its connection are the log's: SQLiteLog.aclose closes them

@@ -10,6 +10,10 @@ through ``anyio.to_thread.run_sync`` one at a time instead, each its own transac
 While readers are parked (asyncio), the worker asks ``PRAGMA data_version`` every
 ``watch_interval`` and calls ``on_foreign_commit`` on the readers' loop when another connection
 (another process, another log on the file) committed: one cheap query per log, however many readers.
+Every transaction asks it too (a moved version empties the statement cache), and one that finds it
+moved calls ``on_foreign_commit`` as well: it has consumed the change, so the next watch would see
+nothing new and a reader parked here would sleep through another process's write (an ``end``
+written by the process running a run, while this one polls the run's record for its stop).
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ class Worker:
         self.thread: threading.Thread | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._data_version = -1
+        self._foreign = False  # a transaction saw another connection's commit (worker thread)
         # Parked readers, and their loop: while there are any, the worker watches other
         # connections' commits for them (the worker thread only reads these).
         self._parked = 0
@@ -145,6 +150,7 @@ class Worker:
             version = conn.execute("PRAGMA data_version").fetchone()[0]
             if version != self._data_version:  # another connection committed: forget the cache
                 statements.forget()
+                self._foreign = self._data_version != -1  # and wake the readers (see _run)
                 self._data_version = version
             for job in jobs:
                 if not single:
@@ -173,7 +179,9 @@ class Worker:
 
     def _mapped(self, exc: Exception) -> Exception:
         if isinstance(exc, sqlite3.Error):
-            error = LogError(f"the SQLite stream log {self.path} failed: {exc}", retryable=True)
+            name = getattr(exc, "sqlite_errorname", None)  # which of the BUSY cases, say
+            error = LogError(f"the SQLite stream log {self.path} failed: {exc}"
+                             f"{f' ({name})' if name else ''}", retryable=True)
             error.__cause__ = exc
             return error
         return exc
@@ -210,6 +218,16 @@ class Worker:
             for loop, settled in by_loop.items():
                 with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                     loop.call_soon_threadsafe(_settle, settled)
+            if self._foreign:
+                # after the results: a reader that polled before the commit and parks only now
+                # still sees its change counter move (it snapshots it before each poll)
+                self._foreign = False
+                loops = set(by_loop)
+                if self._parked_loop is not None:
+                    loops.add(self._parked_loop)
+                for loop in loops:
+                    with contextlib.suppress(RuntimeError):
+                        loop.call_soon_threadsafe(self._on_foreign_commit)
         with self._conn_lock:
             self._close_connection()
 
