@@ -20,7 +20,8 @@ from typing import Any, Final
 
 from ..frames import FailFrame, TruncatedFrame
 
-__all__ = ["GENERIC_WORDS", "REPLY_ERROR_WORDS", "reply_error_code", "reply_error_words"]
+__all__ = ["GENERIC_WORDS", "OWN_WORDS", "REPLY_ERROR_WORDS", "reply_error_code",
+           "reply_error_words"]
 
 _AGAIN: Final = " Please send your message again."
 #: What the user is told when nothing better is known.
@@ -52,6 +53,11 @@ REPLY_ERROR_WORDS: Final[Mapping[str, str]] = MappingProxyType({
 })
 
 
+#: Codes whose failures carry their own words for the user: a model provider's failure
+#: (``streamwire.providers.ProviderError`` says busy, lost or failed, never the provider's text).
+OWN_WORDS: Final = frozenset({"PROVIDER_ERROR"})
+
+
 def reply_error_code(frame: FailFrame | TruncatedFrame) -> dict[str, Any]:
     """``metadata.error`` of a failed reply: ``{"code", "recoverable"}`` (``code`` null when
     the writer named none)."""
@@ -68,5 +74,6 @@ def reply_error_words(frame: FailFrame | TruncatedFrame) -> str:
     if words is not None:
         return words
     if isinstance(frame, FailFrame) and frame.error:
-        return frame.error  # an agent's own code: its message was written for the client
+        # OWN_WORDS, or an agent's own code: its message was written for the client
+        return frame.error
     return GENERIC_WORDS
