@@ -30,7 +30,7 @@ import anyio.lowlevel
 from ..frames import ChunkFrame, FailFrame, StreamFrame, encode_stream_frame, transport_drop_frame
 from ..log._reader import ReadPosition
 from ._engine import HEARTBEAT, MORE, Connection
-from ._fanout import Fanout, Follower
+from ._fanout import Fanout, Follower, Joining
 from ._wire import SHUTDOWN_FRAME, TERMINALS, failure_frame
 
 __all__ = ["SSE_RESPONSE_HEADERS", "StreamSource"]
@@ -53,10 +53,11 @@ _MORE: Final = FailFrame(error="more", recoverable=True)
 class StreamSource:
     """One connection's log reader, as an ``_engine.Source``."""
 
-    __slots__ = ("eager", "expose_errors", "fanout", "follower", "frames", "position")
+    __slots__ = ("eager", "expose_errors", "fanout", "follower", "frames", "joining", "position")
 
     def __init__(self, frames: AsyncIterator[StreamFrame], *, expose_errors: bool,
-                 fanout: Fanout | None = None, position: ReadPosition | None = None) -> None:
+                 fanout: Fanout | None = None, position: ReadPosition | None = None,
+                 joining: Joining | None = None) -> None:
         self.frames = frames
         self.expose_errors = expose_errors
         #: the hubs to join once caught up (with the ``position`` the log keeps for ``frames``)
@@ -64,10 +65,32 @@ class StreamSource:
         self.position = position
         self.eager = self.fanout is not None
         self.follower: Follower | None = None
+        #: the hub it joins without reading on its own (``Fanout.prepare``), if any
+        self.joining = joining if self.fanout is not None else None
 
     async def pump(self, conn: Connection, tg: anyio.abc.TaskGroup | None
                    ) -> Follower | Literal["more"] | None:
-        final = await self._pump(conn, first_only=tg is None)
+        joining, fanout = self.joining, self.fanout
+        if joining is not None and fanout is not None:
+            self.joining = None
+            body = fanout.catch_up(joining)
+            if body is not None:  # else the hub moved on: read on its own from the cursor
+                try:
+                    await conn.write(body)
+                except OSError:
+                    conn.stop("disconnect")
+                    return None
+                conn.frames += len(joining.frames)
+                self.follower = fanout.enter(conn, joining)
+                if self.follower is None:  # it moved on during the write: re-attach from here
+                    conn.outcome = "evicted"
+                return self.follower
+        final: FailFrame | None = None
+        try:
+            final = await self._pump(conn, first_only=tg is None)
+        finally:
+            if fanout is not None and final is not _MORE:
+                fanout.formed(conn.stream_id)  # it joined, or ended: others need not wait on it
         if final is _JOINED:
             return self.follower
         if final is _MORE:

@@ -9,8 +9,9 @@ A reader is pull-based: it remembers its position and, each time it wakes, takes
 retained chunks above it (a ``bisect`` by sequence), by the read rules every backend shares
 (``streamwire.log._reader``; the stream's state is in ``streamwire.log.memory._stream``). The log
 buffers nothing per reader, and an append never waits on one; it only wakes the readers parked on
-the stream (no polling). ``rewound`` markers are kept per stream (bounded) with the head at the time, so each reader
-delivers them exactly where they happened, and only to readers attached before the cleanup.
+the stream (no polling). ``rewound`` markers are kept per stream (bounded) with the head at the
+time, so each reader delivers them exactly where they happened, and only to readers attached
+before the cleanup.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from functools import partial
 from typing import Any, Final, final
 
 import anyio
@@ -50,7 +52,7 @@ from .._common import (
     rewound_frame,
 )
 from .._producers import admit, check_producer, record
-from .._reader import ReadPosition, attach, next_frames, settled
+from .._reader import Joined, ReaderState, ReadPosition, attach, join_frames, next_frames, settled
 from .._records import RecordStore, check_kind
 from ._expiry import Expiries
 from ._records import MemoryRecordStore
@@ -431,8 +433,8 @@ class MemoryLog:
         if isinstance(reader, TruncatedFrame):
             yield reader
             return
-        if position is not None:
-            position.state = reader
+        if position is not None:  # (join: another reader joins this one, one look at ``st``)
+            position.state, position.join = reader, partial(self._join, stream_id, reader)
         loop = asyncio_loop()
         st.readers += 1
         try:
@@ -476,6 +478,9 @@ class MemoryLog:
                     self._lapse(st)
         finally:
             st.readers -= 1
+
+    async def _join(self, stream_id: str, like: ReaderState, cursor: int) -> Joined | None:
+        return join_frames(self._get(stream_id), cursor, like, closed=self._closed)
 
     async def aclose(self) -> None:
         """Forget every stream and end every reader with a recoverable ``FailFrame``."""
