@@ -312,9 +312,11 @@ class StreamApp(Starlette):
             self.metrics.reattaches += 1
         source = StreamSource(frames, expose_errors=self.settings.expose_errors,
                               fanout=self.fanout, position=position, joining=joining)
+        first = self._preamble + (WAITING if waiting else b"")
+        if joining is not None:  # one write: the preamble and the frames that catch it up
+            joining.first, first = first, b""
         await engine.serve(conn, source, send, receive, headers=SSE_RESPONSE_HEADERS + cors,
-                           first=self._preamble + (WAITING if waiting else b""),
-                           heartbeat=self.settings.heartbeat_interval)
+                           first=first, heartbeat=self.settings.heartbeat_interval)
 
     # ---- OpenAPI and metrics ------------------------------------------------------------------
 

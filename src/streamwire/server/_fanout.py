@@ -161,11 +161,11 @@ class Fanout:
             forming.set_result(None)
 
     def catch_up(self, joining: Joining) -> bytes | None:
-        """The one message that brings a ``prepare`` d connection to its hub's position, while
-        that is exact (None: the hub moved on, or ended)."""
+        """The one message (its first bytes included) that brings a ``prepare`` d connection to
+        its hub's position, while that is exact (None: the hub moved on, or ended)."""
         if not joining.in_step():
             return None
-        encoded, encode, parts = joining.hub.encoded, encode_stream_frame, list[bytes]()
+        encoded, encode, parts = joining.hub.encoded, encode_stream_frame, [joining.first]
         if len(encoded) > ENCODED_CACHE:
             encoded.clear()
         for frame in joining.frames:

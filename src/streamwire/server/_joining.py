@@ -18,12 +18,14 @@ class Joining:
     """A connection ``Fanout.prepare`` d to join ``hub``: the frames it gets first, and the
     position of the reader it would have had after them."""
 
-    __slots__ = ("frames", "head", "hub", "position")
+    __slots__ = ("first", "frames", "head", "hub", "position")
 
     def __init__(self, hub: Hub, frames: list[StreamFrame], state: ReaderState) -> None:
         self.hub, self.frames, self.head, self.position = hub, frames, state.pos, ReadPosition()
         self.position.state = state
         self.position.last = frames[-1]
+        #: the response's first bytes (the ``retry`` preamble), written with the frames
+        self.first = b""
 
     def in_step(self) -> bool:
         hub = self.hub

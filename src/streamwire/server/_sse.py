@@ -74,12 +74,16 @@ class StreamSource:
         if joining is not None and fanout is not None:
             self.joining = None
             body = fanout.catch_up(joining)
-            if body is not None:  # else the hub moved on: read on its own from the cursor
-                try:
-                    await conn.write(body)
-                except OSError:
-                    conn.stop("disconnect")
-                    return None
+            try:
+                if body is None:  # the hub moved on: read on its own from the cursor
+                    if joining.first:
+                        await conn.write(joining.first)
+                else:
+                    await conn.write(body)  # (its first bytes included)
+            except OSError:
+                conn.stop("disconnect")
+                return None
+            if body is not None:
                 conn.frames += len(joining.frames)
                 self.follower = fanout.enter(conn, joining)
                 if self.follower is None:  # it moved on during the write: re-attach from here
