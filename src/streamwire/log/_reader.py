@@ -155,19 +155,24 @@ class ReadPosition:
 
     ``state`` is the reader's ``ReaderState`` once it attached; ``last`` is the last frame of the
     batch the reader is delivering, so a consumer that has just delivered ``last`` knows the
-    reader holds nothing fetched and not delivered. ``in_step`` compares two of them. ``join``
+    reader holds nothing fetched and not delivered. ``in_step`` compares two of them. A consumer
+    that takes whole batches at once (the stream server's hub) sets ``paged``: the reader then
+    yields each batch in one step, as its last frame, with the batch in ``page`` (a log that
+    ignores ``paged`` leaves ``page`` alone: each frame is a batch of its own). ``join``
     (None where the backend offers none) gives what a new reader of the same stream attaching
     at a cursor would get up to its ``caught-up`` when it would then be in step with this one
     (``join_frames`` on a view the backend reads once for many joiners), so that reader never
     needs one of its own.
     """
 
-    __slots__ = ("join", "last", "state")
+    __slots__ = ("join", "last", "page", "paged", "state")
 
     def __init__(self) -> None:
         self.state: ReaderState | None = None
         self.last: StreamFrame | None = None
         self.join: Join | None = None
+        self.paged = False
+        self.page: Sequence[StreamFrame] = ()
 
 
 def in_step(a: ReadPosition, a_delivered: StreamFrame, b: ReadPosition,

@@ -52,7 +52,7 @@ from ..log import StreamLog, capabilities_of
 from ..log._reader import ReadPosition, in_step
 from ._asgi import Message, Receive, Send
 from ._engine import CLOSE_TIMEOUT, HEARTBEAT, WAITING, Connection, Outcome
-from ._joining import Joining
+from ._joining import ENCODED_CACHE, Joining, messages
 from ._settings import ServerSettings
 from ._wire import SHUTDOWN_FRAME, TERMINALS, failure_frame
 
@@ -65,8 +65,6 @@ _monotonic = time.monotonic
 STALL_GRACE: Final = 1.0
 _HTTP_BODY: Final = "http.response.body"
 FORMING_WAIT: Final = 1.0  # seconds a storm waits (``Fanout.prepare``) for its hub to form
-#: Encoded chunks a hub keeps for its joiners (then it starts again: a bound, not an LRU).
-ENCODED_CACHE: Final = 4096
 
 
 def log_shares_readers(log: StreamLog) -> bool:
@@ -160,26 +158,8 @@ class Fanout:
         if forming is not None and not forming.done():
             forming.set_result(None)
 
-    def catch_up(self, joining: Joining) -> bytes | None:
-        """The one message (its first bytes included) that brings a ``prepare`` d connection to
-        its hub's position, while that is exact (None: the hub moved on, or ended)."""
-        if not joining.in_step():
-            return None
-        encoded, encode, parts = joining.hub.encoded, encode_stream_frame, [joining.first]
-        if len(encoded) > ENCODED_CACHE:
-            encoded.clear()
-        for frame in joining.frames:
-            if type(frame) is ChunkFrame:
-                body = encoded.get(frame.sequence)
-                if body is None:
-                    body = encoded[frame.sequence] = encode(frame)
-                parts.append(body)
-            else:
-                parts.append(encode(frame))
-        return b"".join(parts)
-
     def enter(self, conn: Connection, joining: Joining) -> Follower | None:
-        """Make ``conn``, which wrote ``catch_up(joining)``, a follower of its hub, if that is
+        """Make ``conn``, which wrote ``joining.catch_up()``, a follower of its hub, if that is
         still exact (None: the hub moved on while it wrote)."""
         transport = resettable_transport(conn.send)
         if transport is None or not joining.in_step():
@@ -335,24 +315,34 @@ class Hub:
 
     async def run(self) -> None:
         """The hub's task: every frame of the shared reader to every follower, then the end."""
-        frames = self.frames
+        frames, position, encoded = self.frames, self.position, self.encoded
+        position.paged = True  # each batch in one step (``ReadPosition.page``), one message
         end: StreamFrame | None = None
         outcome: Outcome = "done"
         try:
-            async for frame in frames:
-                self.current = frame
-                if type(frame) in TERMINALS:
-                    end = frame
+            async for last in frames:
+                self.current = last
+                page = position.page
+                if not page or page[-1] is not last:
+                    page = (last,)  # a log that ignores ``paged``
+                bodies: list[bytes] = []
+                for frame in page:
+                    if type(frame) in TERMINALS:
+                        end = frame
+                        break
+                    body = encode_stream_frame(frame)
+                    if type(frame) is ChunkFrame:
+                        self.waiting = False
+                        if len(encoded) >= ENCODED_CACHE:
+                            encoded.clear()
+                        encoded[frame.sequence] = body
+                    bodies.append(body)
+                self.count += len(bodies)
+                for body in messages(bodies):
+                    if await self.broadcast(body, lagging=True):
+                        await self._paced()
+                if end is not None:
                     break
-                body = encode_stream_frame(frame)
-                if type(frame) is ChunkFrame:
-                    self.waiting = False
-                    if len(self.encoded) >= ENCODED_CACHE:
-                        self.encoded.clear()
-                    self.encoded[frame.sequence] = body
-                self.count += 1
-                if await self.broadcast(body, lagging=True):
-                    await self._paced()
                 if self.closing:  # the last follower left (or was evicted) meanwhile
                     return
         except Exception as exc:

@@ -1,16 +1,23 @@
-"""A connection about to join its stream's hub without a reader of its own (``_fanout``)."""
+"""What a fan-out hub (``_fanout``) writes in one message: a connection's catch-up as it joins
+without a reader of its own (``Joining``), and a batch of frames (``messages``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
-from ..frames import StreamFrame
+from ..frames import ChunkFrame, StreamFrame, encode_stream_frame
 from ..log._reader import ReaderState, ReadPosition, in_step
 
 if TYPE_CHECKING:
     from ._fanout import Hub
 
-__all__ = ["Joining"]
+__all__ = ["ENCODED_CACHE", "MESSAGE_BYTES", "Joining", "messages"]
+
+#: Encoded chunks a hub keeps for its joiners (then it starts again: a bound, not an LRU).
+ENCODED_CACHE: Final = 4096
+#: Bytes of one batch's frames a hub writes as one message: a batch goes out at the pace of
+#: the followers, and well under ``max_backlog_bytes``.
+MESSAGE_BYTES: Final = 64 * 1024
 
 
 @final
@@ -31,3 +38,36 @@ class Joining:
         hub = self.hub
         return (not hub.closing and hub.fanout.hubs.get(hub.stream_id) is hub
                 and in_step(self.position, self.frames[-1], hub.position, hub.current))
+
+    def catch_up(self) -> bytes | None:
+        """The one message (its first bytes included) that brings the connection to its hub's
+        position, while that is exact (None: the hub moved on, or ended)."""
+        if not self.in_step():
+            return None
+        encoded, encode, parts = self.hub.encoded, encode_stream_frame, [self.first]
+        if len(encoded) > ENCODED_CACHE:
+            encoded.clear()
+        for frame in self.frames:
+            if type(frame) is ChunkFrame:
+                body = encoded.get(frame.sequence)
+                if body is None:
+                    body = encoded[frame.sequence] = encode(frame)
+                parts.append(body)
+            else:
+                parts.append(encode(frame))
+        return b"".join(parts)
+
+
+def messages(bodies: list[bytes]) -> list[bytes]:
+    """A batch's frames as messages of up to ``MESSAGE_BYTES`` (a frame larger goes alone)."""
+    if len(bodies) <= 1:
+        return bodies
+    out: list[bytes] = []
+    start = size = 0
+    for i, body in enumerate(bodies):
+        if size and size + len(body) > MESSAGE_BYTES:
+            out.append(b"".join(bodies[start:i]))
+            start, size = i, 0
+        size += len(body)
+    out.append(b"".join(bodies[start:]))
+    return out

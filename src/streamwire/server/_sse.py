@@ -73,7 +73,7 @@ class StreamSource:
         joining, fanout = self.joining, self.fanout
         if joining is not None and fanout is not None:
             self.joining = None
-            body = fanout.catch_up(joining)
+            body = joining.catch_up()
             try:
                 if body is None:  # the hub moved on: read on its own from the cursor
                     if joining.first:

@@ -443,24 +443,24 @@ class MemoryLog:
                 assert step is not None  # this view holds every range
                 frames, done = step
                 if frames:
-                    version = st.version
+                    version, last = st.version, frames[-1]
                     if position is not None:
-                        position.last = frames[-1]
-                    last = frames[-1]
-                    for frame in frames:
-                        yield frame
-                        if st.version != version:
-                            # a cleanup, reset or delete happened meanwhile: the rest of this
-                            # batch may be stale (removed chunks are never delivered after it)
-                            if isinstance(frame, ChunkFrame):
-                                reader.pos = frame.sequence
-                            last = frame
-                            break
+                        position.last, position.page = last, frames
+                    if position is not None and position.paged:  # taken whole, in one step
+                        yield last
+                    else:
+                        for frame in frames:
+                            yield frame
+                            if st.version != version:
+                                # a cleanup, reset or delete meanwhile: the rest may be stale
+                                if isinstance(frame, ChunkFrame):
+                                    reader.pos = frame.sequence
+                                last = frame
+                                break
                     if done and last is frames[-1]:
                         return
                     if st.version != version or not settled(reader, st, self._closed):
-                        continue
-                    # else park now: frames were delivered and nothing came since
+                        continue  # else park now: all delivered and nothing came since
                 if loop is not None:
                     if st.lease_timer is None and st.status == "active":
                         st.lease_timer = loop.call_later(

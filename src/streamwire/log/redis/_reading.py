@@ -113,9 +113,12 @@ class RedisReading:
                     continue
                 frames, done = step
                 if frames and position is not None:
-                    position.last = frames[-1]
-                for frame in frames:
-                    yield frame
+                    position.last, position.page = frames[-1], frames
+                if frames and position is not None and position.paged:
+                    yield frames[-1]  # taken whole, in one step
+                else:
+                    for frame in frames:
+                        yield frame
                 if done:
                     return
                 if frames:
