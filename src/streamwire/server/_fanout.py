@@ -52,7 +52,7 @@ from ..log import StreamLog, capabilities_of
 from ..log._reader import ReadPosition, in_step
 from ._asgi import Message, Receive, Send
 from ._engine import CLOSE_TIMEOUT, HEARTBEAT, WAITING, Connection, Outcome
-from ._joining import ENCODED_CACHE, Joining, messages
+from ._joining import ENCODED_CACHE, Joining, batch_of, messages
 from ._settings import ServerSettings
 from ._wire import SHUTDOWN_FRAME, TERMINALS, failure_frame
 
@@ -77,7 +77,7 @@ def log_shares_readers(log: StreamLog) -> bool:
 class Fanout:
     """The hubs of one app, by stream id, and the settings they share."""
 
-    __slots__ = ("beats", "expose_errors", "forming", "heartbeat_interval", "hubs",
+    __slots__ = ("beats", "expose_errors", "forming", "heartbeat_interval", "hubs", "joinable",
                  "max_backlog_bytes", "send_timeout")
 
     def __init__(self, settings: ServerSettings) -> None:
@@ -89,6 +89,7 @@ class Fanout:
         self.beats: asyncio.Task[None] | None = None
         #: streams whose first re-attaching connection is forming a hub, for the others to join
         self.forming: dict[str, asyncio.Future[None]] = {}
+        self.joinable = True  # until a hub's reader shows the log offers no ``join``
 
     def _start_beats(self) -> None:
         if self.beats is None and self.heartbeat_interval:
@@ -133,7 +134,7 @@ class Fanout:
         own reader up to its ``caught-up``, when it would then be in step with the stream's hub
         (``ReadPosition.join``); None: it reads on its own."""
         hub = self.hubs.get(stream_id)
-        if hub is None:
+        if hub is None and self.joinable:
             forming = self.forming.get(stream_id)
             if forming is None:  # the first of a storm reads on its own, and forms the hub
                 loop = asyncio.get_running_loop()
@@ -184,6 +185,7 @@ class Fanout:
                                                   delivered, conn.beat is WAITING)
             follower = hub.add(conn, transport)
             follower.took = True
+            self.joinable = position.join is not None
             hub.task = asyncio.get_running_loop().create_task(hub.run())
             self._start_beats()
             self.formed(conn.stream_id)
@@ -322,11 +324,8 @@ class Hub:
         try:
             async for last in frames:
                 self.current = last
-                page = position.page
-                if not page or page[-1] is not last:
-                    page = (last,)  # a log that ignores ``paged``
                 bodies: list[bytes] = []
-                for frame in page:
+                for frame in batch_of(position, last):
                     if type(frame) in TERMINALS:
                         end = frame
                         break

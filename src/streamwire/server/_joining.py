@@ -1,8 +1,10 @@
-"""What a fan-out hub (``_fanout``) writes in one message: a connection's catch-up as it joins
-without a reader of its own (``Joining``), and a batch of frames (``messages``)."""
+"""What a stream connection or its hub (``_sse``, ``_fanout``) writes in one message: the catch-up
+of a connection joining a hub without a reader of its own (``Joining``), and a batch of frames
+(``batch_of``, ``messages``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, final
 
 from ..frames import ChunkFrame, StreamFrame, encode_stream_frame
@@ -11,7 +13,7 @@ from ..log._reader import ReaderState, ReadPosition, in_step
 if TYPE_CHECKING:
     from ._fanout import Hub
 
-__all__ = ["ENCODED_CACHE", "MESSAGE_BYTES", "Joining", "messages"]
+__all__ = ["ENCODED_CACHE", "MESSAGE_BYTES", "Joining", "batch_of", "messages"]
 
 #: Encoded chunks a hub keeps for its joiners (then it starts again: a bound, not an LRU).
 ENCODED_CACHE: Final = 4096
@@ -71,3 +73,10 @@ def messages(bodies: list[bytes]) -> list[bytes]:
         size += len(body)
     out.append(b"".join(bodies[start:]))
     return out
+
+
+def batch_of(position: ReadPosition | None, last: StreamFrame) -> Sequence[StreamFrame]:
+    """The batch a reader read with ``position.paged`` just yielded as ``last`` (a log that
+    ignores ``paged`` yields each frame as a batch of its own)."""
+    page = position.page if position is not None else ()
+    return page if page and page[-1] is last else (last,)

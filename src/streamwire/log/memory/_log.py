@@ -426,8 +426,7 @@ class MemoryLog:
 
         Raises (on the first ``__anext__``) ``StreamNotFoundError``, ``UsageError`` for a negative
         cursor and ``StreamStateError`` for a cursor above the head. ``position`` is kept up to
-        date with the reader's (the stream server shares one reader among its connections).
-        """
+        date with the reader's (the stream server shares one reader among its connections)."""
         st = self._get(stream_id)
         reader = attach(st, cursor)
         if isinstance(reader, TruncatedFrame):
@@ -445,8 +444,9 @@ class MemoryLog:
                 if frames:
                     version, last = st.version, frames[-1]
                     if position is not None:
-                        position.last, position.page = last, frames
+                        position.last = last
                     if position is not None and position.paged:  # taken whole, in one step
+                        position.page = frames
                         yield last
                     else:
                         for frame in frames:

@@ -113,8 +113,9 @@ class RedisReading:
                     continue
                 frames, done = step
                 if frames and position is not None:
-                    position.last, position.page = frames[-1], frames
+                    position.last = frames[-1]
                 if frames and position is not None and position.paged:
+                    position.page = frames
                     yield frames[-1]  # taken whole, in one step
                 else:
                     for frame in frames:

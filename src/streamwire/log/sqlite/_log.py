@@ -357,8 +357,9 @@ class SQLiteLog:
                 if frames:
                     last = frames[-1]
                     if position is not None:
-                        position.last, position.page = last, frames
+                        position.last = last
                     if position is not None and position.paged:  # taken whole, in one step
+                        position.page = frames
                         yield last
                     else:
                         for frame in frames:
