@@ -23,6 +23,7 @@ import pytest
 
 import helpers.server as server_helpers
 import streamwire.server._fanout as fanout_module
+import streamwire.server._joining as joining_module
 import streamwire.server._sse as sse_module
 from helpers.server import LogFactory, Running, append, backend, serving, sse, wait_for
 from streamwire.frames import (
@@ -358,7 +359,7 @@ def encodes(monkeypatch: pytest.MonkeyPatch) -> Counter[tuple[str, str]]:
     """Counts of ``encode_stream_frame`` calls by (module, frame type): the hub's and a solo
     connection's (the server runs in this process, on a thread)."""
     counts: Counter[tuple[str, str]] = Counter()
-    for module, name in ((fanout_module, "hub"), (sse_module, "solo")):
+    for module, name in ((fanout_module, "hub"), (joining_module, "hub"), (sse_module, "solo")):
         real = module.encode_stream_frame
 
         def counting(frame: Any, _real: Any = real, _name: str = name) -> bytes:
@@ -395,7 +396,9 @@ async def test_caught_up_readers_share_one_reader_and_one_encode_per_frame(
     assert encodes["hub", "ChunkFrame"] == total, "not one encode per frame"
     assert encodes["solo", "ChunkFrame"] == 0, "a chunk went out through a solo connection"
     assert encodes["hub", "EndFrame"] == 1
-    assert encodes["solo", "CaughtUpFrame"] == count  # each reader's own, before it joined
+    # each reader's own caught-up: the first one's from its own reader, the others' as they
+    # joined the hub (``Fanout.prepare``)
+    assert encodes["solo", "CaughtUpFrame"] + encodes["hub", "CaughtUpFrame"] == count
 
 
 # ---- 2. a follower that stops reading is evicted; nobody else notices ---------------------------

@@ -242,7 +242,7 @@ def test_piped_into_head_it_ends_quietly_when_head_has_enough(live: str) -> None
 
 
 def test_long_replay_shows_progress_on_a_terminal_and_plain_lines_when_piped(live: str) -> None:
-    write(live, "long", 30_000)
+    write(live, "long", 100_000)  # a replay long enough to take over 0.25 s
     url = f"{live}/streams/long/sse"
     # stderr is a terminal: one progress line, redrawn in place
     master, slave = pty.openpty()
@@ -266,13 +266,13 @@ def test_long_replay_shows_progress_on_a_terminal_and_plain_lines_when_piped(liv
         os.close(master)
     shown = seen.decode()
     assert "\r\x1b[Kstreamwire tail: replaying: " in shown, shown
-    assert " / 30,000 chunks (" in shown
-    assert "replayed 30,000 chunks; live from head 30,000" in shown
+    assert " / 100,000 chunks (" in shown
+    assert "replayed 100,000 chunks; live from head 100,000" in shown
     # stderr is a pipe: no terminal codes, whole lines only
     piped = run("tail", "--json", url)
     assert piped.returncode == 0
     assert "\r" not in piped.stderr
     assert "\x1b" not in piped.stderr
     assert "streamwire tail: replaying: " in piped.stderr
-    assert "replayed 30,000 chunks; live from head 30,000" in piped.stderr
-    assert len(piped.stdout.splitlines()) == 30_002
+    assert "replayed 100,000 chunks; live from head 100,000" in piped.stderr
+    assert len(piped.stdout.splitlines()) == 100_002

@@ -30,8 +30,8 @@ is owed only the markers of cleanups that ran after it attached.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final, Protocol, final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, Protocol, TypeAlias, final
 
 from ..frames import (
     CaughtUpFrame,
@@ -51,8 +51,8 @@ from ._common import (
     truncated_frame,
 )
 
-__all__ = ["ReadPosition", "ReadView", "ReaderState", "Step", "attach", "in_step", "is_truncated",
-           "next_frames", "settled"]
+__all__ = ["JOIN_MAX_FRAMES", "Join", "Joined", "ReadPosition", "ReadView", "ReaderState", "Step",
+           "attach", "in_step", "is_truncated", "join_frames", "next_frames", "settled"]
 
 #: What ``next_frames`` returns: the frames to deliver and whether they end the reader (an empty
 #: list that does not end it means: wait for a wake-up), or None: the view does not hold what the
@@ -138,20 +138,41 @@ class ReaderState:
         self.caught_up = False
 
 
+#: What ``join_frames`` gives a reader that joins another: its frames up to and including its
+#: ``caught-up``, and its state then (equal to the other's).
+Joined: TypeAlias = tuple[list[StreamFrame], ReaderState]
+#: ``ReadPosition.join``: ``join(cursor)`` -> ``Joined`` or None (see ``join_frames``).
+Join: TypeAlias = Callable[[int], Awaitable[Joined | None]]
+
+#: The most frames ``join_frames`` gives a joining reader at once: one further behind replays on
+#: its own reader (a storm of re-attaches is readers a few pages behind, not a full replay).
+JOIN_MAX_FRAMES: Final = 512
+
+
 @final
 class ReadPosition:
     """Where one reader is, for sharing it: a backend whose ``read`` takes ``position=`` fills it in.
 
     ``state`` is the reader's ``ReaderState`` once it attached; ``last`` is the last frame of the
     batch the reader is delivering, so a consumer that has just delivered ``last`` knows the
-    reader holds nothing fetched and not delivered. ``in_step`` compares two of them.
+    reader holds nothing fetched and not delivered. ``in_step`` compares two of them. A consumer
+    that takes whole batches at once (the stream server's hub) sets ``paged``: the reader then
+    yields each batch in one step, as its last frame, with the batch in ``page`` (a log that
+    ignores ``paged`` leaves ``page`` alone: each frame is a batch of its own). ``join``
+    (None where the backend offers none) gives what a new reader of the same stream attaching
+    at a cursor would get up to its ``caught-up`` when it would then be in step with this one
+    (``join_frames`` on a view the backend reads once for many joiners), so that reader never
+    needs one of its own.
     """
 
-    __slots__ = ("last", "state")
+    __slots__ = ("join", "last", "page", "paged", "state")
 
     def __init__(self) -> None:
         self.state: ReaderState | None = None
         self.last: StreamFrame | None = None
+        self.join: Join | None = None
+        self.paged = False
+        self.page: Sequence[StreamFrame] = ()
 
 
 def in_step(a: ReadPosition, a_delivered: StreamFrame, b: ReadPosition,
@@ -167,6 +188,32 @@ def in_step(a: ReadPosition, a_delivered: StreamFrame, b: ReadPosition,
     return (sa is not None and sb is not None and a_delivered is a.last
             and b_delivered is b.last and sa.caught_up and sb.caught_up and sa.pos == sb.pos
             and sa.mark == sb.mark and sa.epoch == sb.epoch)
+
+
+def join_frames(view: ReadView, cursor: int, like: ReaderState, *, epoch: str | None = None,
+                closed: bool = False, limit: int = JOIN_MAX_FRAMES) -> Joined | None:
+    """The frames a new reader attaching at ``cursor`` gets from ``view`` up to and including its
+    ``caught-up`` (by ``attach`` and ``next_frames``, nothing else), with its state then, when
+    that state equals ``like``'s (a caught-up reader of the same stream): from then on ``like``'s
+    reader can serve both (``in_step``). None when it would not be in step, or ``view`` does not
+    hold the range, or a marker, a terminal or ``truncated`` comes first, or more than ``limit``
+    frames do: the new reader then reads on its own. Raises what ``attach`` raises."""
+    if closed or not like.caught_up or like.pos != view.head or like.epoch != view.epoch:
+        return None
+    reader = attach(view, cursor, epoch=epoch)
+    if not isinstance(reader, ReaderState):
+        return None
+    out: list[StreamFrame] = []
+    while not reader.caught_up:
+        step = next_frames(reader, view, closed)
+        if step is None or step[1]:
+            return None
+        out += step[0]
+        if len(out) > limit:
+            return None
+    if reader.pos != like.pos or reader.mark != like.mark or reader.epoch != like.epoch:
+        return None
+    return out, reader
 
 
 def is_truncated(cursor: int, *, run_start: int, floor: int, marker: int | None,

@@ -278,36 +278,45 @@ class StreamApp(Starlette):
             conn = engine.admit(stream_id, scope, cursor)
             if admitted is not None:
                 admitted.append(conn)
-            started = time.perf_counter()
-            info = await self.log.info(stream_id)
-            self.metrics.log_info.observe(time.perf_counter() - started)
-            if cursor > info.head:
-                raise Refusal(409, f"cursor {cursor} is above the stream's head {info.head}: "
-                                    "it names a chunk this stream never had")
+            position = (ReadPosition() if self.fanout is not None and self.fanout.can_share(send)
+                        else None)
+            # a re-attach that joins its stream's hub needs no look at the stream of its own
+            joining = (await self.fanout.prepare(stream_id, cursor)
+                       if position is not None and self.fanout is not None
+                       and scope["method"] != "HEAD" else None)
+            if joining is not None:
+                head, waiting = joining.head, joining.head == 0
+            else:
+                started = time.perf_counter()
+                info = await self.log.info(stream_id)
+                self.metrics.log_info.observe(time.perf_counter() - started)
+                if cursor > info.head:
+                    raise Refusal(409, f"cursor {cursor} is above the stream's head {info.head}:"
+                                       " it names a chunk this stream never had")
+                head, waiting = info.head, info.head == 0 and info.status == "active"
             if scope["method"] == "HEAD":
                 engine.refuse(conn)  # nothing was streamed: no open / close log lines
                 await send({"type": "http.response.start", "status": 200,
                             "headers": SSE_RESPONSE_HEADERS + cors})
                 await send({"type": "http.response.body", "body": b""})
                 return
-            position = (ReadPosition() if self.fanout is not None and self.fanout.can_share(send)
-                        else None)
             frames = (self.log.read(stream_id, cursor) if position is None
                       else cast(Any, self.log).read(stream_id, cursor, position=position))
         except Exception as exc:
             await ctx.refuse(send, exc, conn=conn, headers=cors)
             return
-        waiting = info.head == 0 and info.status == "active"
         if waiting:
             conn.beat = WAITING
-        self.metrics.replay.observe(info.head - cursor)
+        self.metrics.replay.observe(head - cursor)
         if cursor:
             self.metrics.reattaches += 1
         source = StreamSource(frames, expose_errors=self.settings.expose_errors,
-                              fanout=self.fanout, position=position)
+                              fanout=self.fanout, position=position, joining=joining)
+        first = self._preamble + (WAITING if waiting else b"")
+        if joining is not None:  # one write: the preamble and the frames that catch it up
+            joining.first, first = first, b""
         await engine.serve(conn, source, send, receive, headers=SSE_RESPONSE_HEADERS + cors,
-                           first=self._preamble + (WAITING if waiting else b""),
-                           heartbeat=self.settings.heartbeat_interval)
+                           first=first, heartbeat=self.settings.heartbeat_interval)
 
     # ---- OpenAPI and metrics ------------------------------------------------------------------
 

@@ -23,6 +23,12 @@ finished for ``STALL_GRACE``) holds nobody. A follower that falls ``max_backlog_
 one of whose writes stalls ``send_timeout``, is evicted like a solo connection: reset, no
 terminal, and the reader re-attaches from its cursor.
 
+A re-attach storm (all readers at once, a few chunks behind) needs no reader per connection: the
+first forms the hub, the others wait for it, then (``Fanout.prepare``) ask its reader what theirs
+would give up to ``caught-up`` when then in step (``ReadPosition.join``: the read rules on one
+view read for all), write that as one message (chunks encoded once per hub) and follow. Where
+that is not exact (the hub moved on; a marker, a terminal, a far cursor) they read alone.
+
 The hub owns its followers' state (``Follower``: the transport's buffer gauge, the outbox, its
 drainer); the connection only points at its ``Follower`` as its ``handoff`` while it follows.
 
@@ -46,10 +52,11 @@ from ..log import StreamLog, capabilities_of
 from ..log._reader import ReadPosition, in_step
 from ._asgi import Message, Receive, Send
 from ._engine import CLOSE_TIMEOUT, HEARTBEAT, WAITING, Connection, Outcome
+from ._joining import ENCODED_CACHE, Joining, batch_of, messages
 from ._settings import ServerSettings
 from ._wire import SHUTDOWN_FRAME, TERMINALS, failure_frame
 
-__all__ = ["Fanout", "Follower", "Hub", "log_shares_readers"]
+__all__ = ["Fanout", "Follower", "Hub", "Joining", "log_shares_readers"]
 
 logger = logging.getLogger("streamwire.server")
 
@@ -57,6 +64,7 @@ _monotonic = time.monotonic
 #: Seconds without a finished write after which a lagging follower is no longer waited for.
 STALL_GRACE: Final = 1.0
 _HTTP_BODY: Final = "http.response.body"
+FORMING_WAIT: Final = 1.0  # seconds a storm waits (``Fanout.prepare``) for its hub to form
 
 
 def log_shares_readers(log: StreamLog) -> bool:
@@ -69,8 +77,8 @@ def log_shares_readers(log: StreamLog) -> bool:
 class Fanout:
     """The hubs of one app, by stream id, and the settings they share."""
 
-    __slots__ = ("beats", "expose_errors", "heartbeat_interval", "hubs", "max_backlog_bytes",
-                 "send_timeout")
+    __slots__ = ("beats", "expose_errors", "forming", "heartbeat_interval", "hubs", "joinable",
+                 "max_backlog_bytes", "send_timeout")
 
     def __init__(self, settings: ServerSettings) -> None:
         self.hubs: dict[str, Hub] = {}
@@ -79,6 +87,9 @@ class Fanout:
         self.max_backlog_bytes = settings.max_backlog_bytes
         self.expose_errors = settings.expose_errors
         self.beats: asyncio.Task[None] | None = None
+        #: streams whose first re-attaching connection is forming a hub, for the others to join
+        self.forming: dict[str, asyncio.Future[None]] = {}
+        self.joinable = True  # until a hub's reader shows the log offers no ``join``
 
     def _start_beats(self) -> None:
         if self.beats is None and self.heartbeat_interval:
@@ -118,6 +129,44 @@ class Fanout:
             return False
         return resettable_transport(send) is not None
 
+    async def prepare(self, stream_id: str, cursor: int) -> Joining | None:
+        """A connection about to read ``stream_id`` from ``cursor``: what it would get from its
+        own reader up to its ``caught-up``, when it would then be in step with the stream's hub
+        (``ReadPosition.join``); None: it reads on its own."""
+        hub = self.hubs.get(stream_id)
+        if hub is None and self.joinable:
+            forming = self.forming.get(stream_id)
+            if forming is None:  # the first of a storm reads on its own, and forms the hub
+                loop = asyncio.get_running_loop()
+                forming = self.forming[stream_id] = loop.create_future()
+                loop.call_later(FORMING_WAIT, self.formed, stream_id, forming)
+                return None
+            await asyncio.shield(forming)
+            hub = self.hubs.get(stream_id)
+        if hub is None or hub.closing or hub.position.join is None:
+            return None
+        try:
+            joined = await hub.position.join(cursor)
+        except Exception:  # its own reader meets the same error, and reports it
+            return None
+        return None if joined is None else Joining(hub, *joined)
+
+    def formed(self, stream_id: str, forming: asyncio.Future[None] | None = None) -> None:
+        """The stream's hub formed, or the connection that was to form it ended (or ``forming``
+        took ``FORMING_WAIT``): the connections waiting for it in ``prepare`` go on."""
+        if forming is None or self.forming.get(stream_id) is forming:
+            forming = self.forming.pop(stream_id, None)
+        if forming is not None and not forming.done():
+            forming.set_result(None)
+
+    def enter(self, conn: Connection, joining: Joining) -> Follower | None:
+        """Make ``conn``, which wrote ``joining.catch_up()``, a follower of its hub, if that is
+        still exact (None: the hub moved on while it wrote)."""
+        transport = resettable_transport(conn.send)
+        if transport is None or not joining.in_step():
+            return None
+        return joining.hub.add(conn, transport)
+
     def join(self, conn: Connection, frames: Any, position: ReadPosition,
              delivered: StreamFrame) -> Follower | None:
         """Make ``conn`` (which just delivered ``delivered`` from its own reader ``frames``) a
@@ -136,8 +185,10 @@ class Fanout:
                                                   delivered, conn.beat is WAITING)
             follower = hub.add(conn, transport)
             follower.took = True
+            self.joinable = position.join is not None
             hub.task = asyncio.get_running_loop().create_task(hub.run())
             self._start_beats()
+            self.formed(conn.stream_id)
             return follower
         if hub.closing or not in_step(position, delivered, hub.position, hub.current):
             return None
@@ -189,8 +240,8 @@ class Follower:
 class Hub:
     """One stream's shared reader and the connections that follow it."""
 
-    __slots__ = ("closing", "count", "current", "fanout", "followers", "frames", "last_write",
-                 "position", "ready", "stream_id", "task", "waiting")
+    __slots__ = ("closing", "count", "current", "encoded", "fanout", "followers", "frames",
+                 "last_write", "position", "ready", "stream_id", "task", "waiting")
 
     def __init__(self, fanout: Fanout, stream_id: str, frames: Any, position: ReadPosition,
                  current: StreamFrame, waiting: bool) -> None:
@@ -209,6 +260,8 @@ class Hub:
         self.task: asyncio.Task[None] | None = None
         #: resolved when a follower's outbox drains, while the hub waits for one (``_paced``)
         self.ready: asyncio.Future[None] | None = None
+        #: chunks encoded by sequence (in one epoch a sequence names one chunk: the same bytes)
+        self.encoded: dict[int, bytes] = {}
 
     def add(self, conn: Connection, transport: Transport) -> Follower:
         follower = Follower(self, conn, transport)
@@ -264,20 +317,31 @@ class Hub:
 
     async def run(self) -> None:
         """The hub's task: every frame of the shared reader to every follower, then the end."""
-        frames = self.frames
+        frames, position, encoded = self.frames, self.position, self.encoded
+        position.paged = True  # each batch in one step (``ReadPosition.page``), one message
         end: StreamFrame | None = None
         outcome: Outcome = "done"
         try:
-            async for frame in frames:
-                self.current = frame
-                if type(frame) in TERMINALS:
-                    end = frame
+            async for last in frames:
+                self.current = last
+                bodies: list[bytes] = []
+                for frame in batch_of(position, last):
+                    if type(frame) in TERMINALS:
+                        end = frame
+                        break
+                    body = encode_stream_frame(frame)
+                    if type(frame) is ChunkFrame:
+                        self.waiting = False
+                        if len(encoded) >= ENCODED_CACHE:
+                            encoded.clear()
+                        encoded[frame.sequence] = body
+                    bodies.append(body)
+                self.count += len(bodies)
+                for body in messages(bodies):
+                    if await self.broadcast(body, lagging=True):
+                        await self._paced()
+                if end is not None:
                     break
-                if type(frame) is ChunkFrame:
-                    self.waiting = False
-                self.count += 1
-                if await self.broadcast(encode_stream_frame(frame), lagging=True):
-                    await self._paced()
                 if self.closing:  # the last follower left (or was evicted) meanwhile
                     return
         except Exception as exc:

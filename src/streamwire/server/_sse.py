@@ -31,6 +31,7 @@ from ..frames import ChunkFrame, FailFrame, StreamFrame, encode_stream_frame, tr
 from ..log._reader import ReadPosition
 from ._engine import HEARTBEAT, MORE, Connection
 from ._fanout import Fanout, Follower
+from ._joining import Joining, batch_of, messages
 from ._wire import SHUTDOWN_FRAME, TERMINALS, failure_frame
 
 __all__ = ["SSE_RESPONSE_HEADERS", "StreamSource"]
@@ -53,10 +54,11 @@ _MORE: Final = FailFrame(error="more", recoverable=True)
 class StreamSource:
     """One connection's log reader, as an ``_engine.Source``."""
 
-    __slots__ = ("eager", "expose_errors", "fanout", "follower", "frames", "position")
+    __slots__ = ("eager", "expose_errors", "fanout", "follower", "frames", "joining", "position")
 
     def __init__(self, frames: AsyncIterator[StreamFrame], *, expose_errors: bool,
-                 fanout: Fanout | None = None, position: ReadPosition | None = None) -> None:
+                 fanout: Fanout | None = None, position: ReadPosition | None = None,
+                 joining: Joining | None = None) -> None:
         self.frames = frames
         self.expose_errors = expose_errors
         #: the hubs to join once caught up (with the ``position`` the log keeps for ``frames``)
@@ -64,10 +66,36 @@ class StreamSource:
         self.position = position
         self.eager = self.fanout is not None
         self.follower: Follower | None = None
+        #: the hub it joins without reading on its own (``Fanout.prepare``), if any
+        self.joining = joining if self.fanout is not None else None
 
     async def pump(self, conn: Connection, tg: anyio.abc.TaskGroup | None
                    ) -> Follower | Literal["more"] | None:
-        final = await self._pump(conn, first_only=tg is None)
+        joining, fanout = self.joining, self.fanout
+        if joining is not None and fanout is not None:
+            self.joining = None
+            body = joining.catch_up()
+            try:
+                if body is None:  # the hub moved on: read on its own from the cursor
+                    if joining.first:
+                        await conn.write(joining.first)
+                else:
+                    await conn.write(body)  # (its first bytes included)
+            except OSError:
+                conn.stop("disconnect")
+                return None
+            if body is not None:
+                conn.frames += len(joining.frames)
+                self.follower = fanout.enter(conn, joining)
+                if self.follower is None:  # it moved on during the write: re-attach from here
+                    conn.outcome = "evicted"
+                return self.follower
+        final: FailFrame | None = None
+        try:
+            final = await self._pump(conn, first_only=tg is None)
+        finally:
+            if fanout is not None and final is not _MORE:
+                fanout.formed(conn.stream_id)  # it joined, or ended: others need not wait on it
         if final is _JOINED:
             return self.follower
         if final is _MORE:
@@ -94,43 +122,54 @@ class StreamSource:
     async def _pump(self, conn: Connection, first_only: bool) -> FailFrame | None:
         """Send frames until a terminal one; return a ``fail`` frame still owed, if any (or
         ``_JOINED`` once the connection follows its stream's hub; ``_MORE`` after one frame when
-        ``first_only``).
+        ``first_only``). Past the first frame it reads a batch per step (``ReadPosition.paged``).
 
         A failure of the log becomes that ``fail`` frame; a failure of the write is the server's:
         an ``OSError`` (ASGI >= 2.4 servers raise it once the client is gone) ends the connection,
         anything else propagates.
         """
         frames, fanout, position = self.frames, self.fanout, self.position
+        if position is not None and not first_only:
+            # a batch per step, written in as few messages as it takes (not the eager first
+            # write: with no watchdog yet, it must be one frame, which cannot wait)
+            position.paged = True
         in_send = False
+        unyielded = 0
         try:
-            async for frame in frames:
-                kind = type(frame)
-                if kind is ChunkFrame:
-                    conn.beat = HEARTBEAT
-                terminal = kind in TERMINALS
+            async for last in frames:
+                page = batch_of(position, last)
+                bodies: list[bytes] = []
+                for frame in page:
+                    if type(frame) is ChunkFrame:
+                        conn.beat = HEARTBEAT
+                    bodies.append(encode_stream_frame(frame))
+                terminal = type(last) in TERMINALS  # a terminal ends its batch
                 if terminal and conn.outcome == "open":
                     # decided before the write: a shutdown landing while it is pending must not
                     # add a second terminal (at worst this one is cut off: a drop, which
                     # re-attaches)
                     conn.outcome = "done"
                 in_send = True
-                await conn.write(encode_stream_frame(frame))
+                for body in messages(bodies):
+                    await conn.write(body)
                 in_send = False
-                conn.frames += 1
+                conn.frames += len(page)
                 if terminal:
                     return None
-                if (fanout is not None and position is not None and frame is position.last
+                if (fanout is not None and position is not None and last is position.last
                         and not conn.busy_since and conn.outcome == "open"):
-                    follower = fanout.join(conn, frames, position, frame)
+                    follower = fanout.join(conn, frames, position, last)
                     if follower is not None:
                         self.follower = follower
                         return _JOINED
                 if first_only:
                     return _MORE
-                if not conn.frames & _YIELD_EVERY_MASK:
+                unyielded += len(page)
+                if unyielded > _YIELD_EVERY_MASK:
                     # A replay never waits on the log, and uvicorn's send() only suspends under
                     # flow control: without this the disconnect listener would not run until the
                     # whole backlog had been written into a dead socket.
+                    unyielded = 0
                     await anyio.lowlevel.checkpoint()
         except OSError:
             if not in_send:

@@ -9,8 +9,9 @@ A reader is pull-based: it remembers its position and, each time it wakes, takes
 retained chunks above it (a ``bisect`` by sequence), by the read rules every backend shares
 (``streamwire.log._reader``; the stream's state is in ``streamwire.log.memory._stream``). The log
 buffers nothing per reader, and an append never waits on one; it only wakes the readers parked on
-the stream (no polling). ``rewound`` markers are kept per stream (bounded) with the head at the time, so each reader
-delivers them exactly where they happened, and only to readers attached before the cleanup.
+the stream (no polling). ``rewound`` markers are kept per stream (bounded) with the head at the
+time, so each reader delivers them exactly where they happened, and only to readers attached
+before the cleanup.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import itertools
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from functools import partial
 from typing import Any, Final, final
 
 import anyio
@@ -50,7 +52,7 @@ from .._common import (
     rewound_frame,
 )
 from .._producers import admit, check_producer, record
-from .._reader import ReadPosition, attach, next_frames, settled
+from .._reader import Joined, ReaderState, ReadPosition, attach, join_frames, next_frames, settled
 from .._records import RecordStore, check_kind
 from ._expiry import Expiries
 from ._records import MemoryRecordStore
@@ -424,15 +426,14 @@ class MemoryLog:
 
         Raises (on the first ``__anext__``) ``StreamNotFoundError``, ``UsageError`` for a negative
         cursor and ``StreamStateError`` for a cursor above the head. ``position`` is kept up to
-        date with the reader's (the stream server shares one reader among its connections).
-        """
+        date with the reader's (the stream server shares one reader among its connections)."""
         st = self._get(stream_id)
         reader = attach(st, cursor)
         if isinstance(reader, TruncatedFrame):
             yield reader
             return
-        if position is not None:
-            position.state = reader
+        if position is not None:  # (join: another reader joins this one, one look at ``st``)
+            position.state, position.join = reader, partial(self._join, stream_id, reader)
         loop = asyncio_loop()
         st.readers += 1
         try:
@@ -441,24 +442,25 @@ class MemoryLog:
                 assert step is not None  # this view holds every range
                 frames, done = step
                 if frames:
-                    version = st.version
+                    version, last = st.version, frames[-1]
                     if position is not None:
-                        position.last = frames[-1]
-                    last = frames[-1]
-                    for frame in frames:
-                        yield frame
-                        if st.version != version:
-                            # a cleanup, reset or delete happened meanwhile: the rest of this
-                            # batch may be stale (removed chunks are never delivered after it)
-                            if isinstance(frame, ChunkFrame):
-                                reader.pos = frame.sequence
-                            last = frame
-                            break
+                        position.last = last
+                    if position is not None and position.paged:  # taken whole, in one step
+                        position.page = frames
+                        yield last
+                    else:
+                        for frame in frames:
+                            yield frame
+                            if st.version != version:
+                                # a cleanup, reset or delete meanwhile: the rest may be stale
+                                if isinstance(frame, ChunkFrame):
+                                    reader.pos = frame.sequence
+                                last = frame
+                                break
                     if done and last is frames[-1]:
                         return
                     if st.version != version or not settled(reader, st, self._closed):
-                        continue
-                    # else park now: frames were delivered and nothing came since
+                        continue  # else park now: all delivered and nothing came since
                 if loop is not None:
                     if st.lease_timer is None and st.status == "active":
                         st.lease_timer = loop.call_later(
@@ -476,6 +478,9 @@ class MemoryLog:
                     self._lapse(st)
         finally:
             st.readers -= 1
+
+    async def _join(self, stream_id: str, like: ReaderState, cursor: int) -> Joined | None:
+        return join_frames(self._get(stream_id), cursor, like, closed=self._closed)
 
     async def aclose(self) -> None:
         """Forget every stream and end every reader with a recoverable ``FailFrame``."""

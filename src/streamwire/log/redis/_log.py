@@ -221,6 +221,7 @@ class RedisLog(RedisReading):
         self._dispatchers: dict[str, Dispatcher] = {}
         self._dispatch_tasks: set[asyncio.Task[None]] = set()
         self._epochs: OrderedDict[str, str] = OrderedDict()
+        self._join_pages = OrderedDict()
         self._closed = False
         self._readers: set[Sub] = set()
 

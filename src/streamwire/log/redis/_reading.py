@@ -9,12 +9,21 @@ import asyncio
 import math
 from collections import OrderedDict
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Final
 
 from ...errors import LogError, StreamNotFoundError
 from ...frames import StreamFrame, TruncatedFrame
 from .._common import MAX_SAFE_INTEGER, check_cursor
-from .._reader import ReadPosition, ReadView, attach, next_frames
+from .._reader import (
+    Joined,
+    ReaderState,
+    ReadPosition,
+    ReadView,
+    attach,
+    join_frames,
+    next_frames,
+)
 from ._commands import NotSent
 from ._line import Line
 from ._live import CLOSED, DUE, OVERFLOW, Dispatcher, Sub
@@ -25,6 +34,10 @@ __all__ = ["RedisReading"]
 
 #: Epochs remembered per ``RedisLog`` (one per recently read stream), oldest forgotten first.
 _EPOCH_MEMORY: Final = 10_000
+#: Chunks below a caught-up reader's position that the one page its joiners share reaches.
+_JOIN_SPAN: Final = PAGE // 2
+#: Streams whose joiners' shared page is remembered per ``RedisLog``.
+_JOIN_PAGES: Final = 1024
 #: Seconds a parked reader waits past the lease's end before it looks (clock granularity).
 _LEASE_SLACK: Final = 0.01
 
@@ -43,6 +56,8 @@ class RedisReading:
     _dispatch_tasks: set[asyncio.Task[None]]
     _epochs: OrderedDict[str, str]
     _readers: set[Sub]
+    #: Per stream: the state a shared page was read for, its first cursor, and the page.
+    _join_pages: OrderedDict[str, tuple[tuple[int, int, str], int, asyncio.Future[Page | None]]]
 
     def _keys(self, stream_id: str) -> tuple[str, str, str]:
         raise NotImplementedError
@@ -84,6 +99,7 @@ class RedisReading:
                 return
             if position is not None:
                 position.state = reader
+                position.join = partial(self._join, stream_id, reader)
             view: ReadView = page
             closed = False
             loop = asyncio.get_running_loop()
@@ -98,8 +114,12 @@ class RedisReading:
                 frames, done = step
                 if frames and position is not None:
                     position.last = frames[-1]
-                for frame in frames:
-                    yield frame
+                if frames and position is not None and position.paged:
+                    position.page = frames
+                    yield frames[-1]  # taken whole, in one step
+                else:
+                    for frame in frames:
+                        yield frame
                 if done:
                     return
                 if frames:
@@ -126,6 +146,31 @@ class RedisReading:
         finally:
             dispatcher.drop(channel, sub)
             self._readers.discard(sub)
+
+    async def _join(self, stream_id: str, like: ReaderState, cursor: int) -> Joined | None:
+        """``ReadPosition.join`` of a reader in state ``like``: every joiner of the stream within
+        ``_JOIN_SPAN`` chunks of it shares one page read, while ``like`` has not moved."""
+        after = max(0, like.pos - _JOIN_SPAN)
+        if cursor < after:
+            return None
+        key = (like.pos, like.mark, like.epoch)
+        pages = self._join_pages
+        shared = pages.get(stream_id)
+        if shared is None or shared[0] != key:
+            fetch = asyncio.ensure_future(self._page(stream_id, after, mark=like.mark))
+            shared = pages[stream_id] = (key, after, fetch)
+            pages.move_to_end(stream_id)
+            if len(pages) > _JOIN_PAGES:
+                pages.popitem(last=False)
+        try:
+            page = await asyncio.shield(shared[2])
+        except Exception:
+            if pages.get(stream_id) is shared:  # the next joiner reads again
+                del pages[stream_id]
+            raise
+        if page is None:
+            return None
+        return join_frames(page, cursor, like, epoch=self._epochs.get(stream_id))
 
     def _remember(self, stream_id: str, epoch: str) -> None:
         self._epochs[stream_id] = epoch

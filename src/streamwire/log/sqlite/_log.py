@@ -355,18 +355,22 @@ class SQLiteLog:
                 if lease is not None:
                     local.lease = lease
                 if frames:
-                    if position is not None:
-                        position.last = frames[-1]
                     last = frames[-1]
-                    for frame in frames:
-                        yield frame
-                        if local.version != version:
-                            # a cleanup, reset or delete happened meanwhile: the rest of this
-                            # page may be stale (removed chunks are never delivered after it)
-                            if isinstance(frame, ChunkFrame):
-                                reader.state.pos = frame.sequence
-                            last = frame
-                            break
+                    if position is not None:
+                        position.last = last
+                    if position is not None and position.paged:  # taken whole, in one step
+                        position.page = frames
+                        yield last
+                    else:
+                        for frame in frames:
+                            yield frame
+                            if local.version != version:
+                                # a cleanup, reset or delete happened meanwhile: the rest of
+                                # this page may be stale (removed chunks are never delivered)
+                                if isinstance(frame, ChunkFrame):
+                                    reader.state.pos = frame.sequence
+                                last = frame
+                                break
                     if done and last is frames[-1]:
                         return
                     if local.version != version or not settled or local.changes != changes:
