@@ -16,6 +16,7 @@ The rule for other routes (threads): ``require_owner(user, owner, not_found)``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Final
 
@@ -74,6 +75,14 @@ async def chat_pointer(log: StreamLog, chat_id: str) -> dict[str, str] | None:
     return None
 
 
+#: Seconds an answer of ``Owners.of_stream`` is reused: a re-attach storm (thousands of readers
+#: of one stream at once) asks the run store once a stream, not once a reader. A run's owner never
+#: changes; what may (a stream deleted, then a run started under its id) waits this long at most.
+OWNER_CACHE_SECONDS: Final = 2.0
+#: Streams whose answer is kept at most (the oldest go first).
+OWNER_CACHE_SIZE: Final = 10_000
+
+
 class Owners:
     """The owners of streams over one log and its run store (for the stream routes)."""
 
@@ -82,25 +91,46 @@ class Owners:
         if store is None and capabilities_of(log).records:  # another process may run agents
             store = store_for(log)
         self.store = store
+        #: stream id -> (when it was asked, what ``of_stream`` answered)
+        self._known: dict[str, tuple[float, tuple[bool, str | None]]] = {}
 
     async def of_stream(self, stream_id: str) -> tuple[bool, str | None]:
-        """Whether ``stream_id`` is a run's or a chat's stream, and its owner."""
+        """Whether ``stream_id`` is a run's or a chat's stream, and its owner. A settled answer
+        (a run's record found; a plain stream that exists) is reused for
+        ``OWNER_CACHE_SECONDS``; one that may still change (nothing there yet) never is."""
+        now = time.monotonic()
+        known = self._known.get(stream_id)
+        if known is not None and now - known[0] < OWNER_CACHE_SECONDS:
+            return known[1]
+        answer, settled = await self._look_up(stream_id)
+        if settled:
+            known_streams = self._known
+            known_streams.pop(stream_id, None)
+            if len(known_streams) >= OWNER_CACHE_SIZE:
+                del known_streams[next(iter(known_streams))]
+            known_streams[stream_id] = (now, answer)
+        return answer
+
+    async def _look_up(self, stream_id: str) -> tuple[tuple[bool, str | None], bool]:
+        """``of_stream``'s answer, and whether it is settled (see there)."""
         if stream_id.startswith(CHAT_PREFIX):
             rest = stream_id[len(CHAT_PREFIX):]
-            if ":" not in rest:  # a chat's index
+            if ":" not in rest:  # a chat's index: its owner comes with its first pointer
                 pointer = await chat_pointer(self.log, rest)
-                return True, None if pointer is None else pointer.get("user")
-            return True, await self._run_owner(stream_id)
+                return (True, None if pointer is None else pointer.get("user")), \
+                    pointer is not None
+            record = await self.store.get(stream_id) if self.store is not None else None
+            return (True, None if record is None else record.user), record is not None
         if self.store is None:
-            return False, None
+            return (False, None), True
         record = await self.store.get(stream_id)
-        if record is None:
-            return False, None
-        return True, record.user
-
-    async def _run_owner(self, run_id: str) -> str | None:
-        record = await self.store.get(run_id) if self.store is not None else None
-        return None if record is None else record.user
+        if record is not None:
+            return (True, record.user), True
+        try:  # a plain stream: settled once it exists (a run cannot take its id meanwhile)
+            await self.log.info(stream_id)
+        except StreamNotFoundError:
+            return (False, None), False
+        return (False, None), True
 
     async def check_stream(self, user: User | None, stream_id: str) -> None:
         """``StreamNotFoundError`` (404, as for a stream that does not exist) unless ``user`` may
