@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from helpers.chaos_proxy import ChaosConfig, ChaosProxy, ServerThread
+from helpers.processes import sigint_as_at_a_terminal
 from streamwire.cli.demo import REPLY
 
 
@@ -44,7 +45,8 @@ def test_ctrl_c_stops_the_whole_demo_quietly_with_130() -> None:
     # a real SIGINT once the reply is streaming: the demo (not only its embedded server) stops,
     # its server shuts down the ordinary way, and nothing but its own note is printed
     proc = subprocess.Popen([sys.executable, "-m", "streamwire.cli", "demo", "--delay", "0.2"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_at_a_terminal)
     assert proc.stdout is not None
     try:
         assert "POST /runs started run" in "".join(proc.stdout.readline() for _ in range(2))

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from helpers.chaos_proxy import ServerThread
+from helpers.processes import sigint_as_at_a_terminal
 from helpers.scripted import Reply, Scripted
 
 CLI = [sys.executable, "-m", "streamwire.cli"]
@@ -177,7 +178,8 @@ def test_token_from_the_option_or_the_environment_is_sent_as_a_bearer(protected:
 
 def interrupted(argv: list[str], ready: str, *, on: str = "stdout") -> subprocess.CompletedProcess[str]:
     """Start ``argv``, wait for ``ready`` on ``on``, send a real SIGINT, collect the rest."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=sigint_as_at_a_terminal)
     stream = proc.stdout if on == "stdout" else proc.stderr
     assert stream is not None
     seen = ""

@@ -71,6 +71,13 @@ def process(argv: list[str], env: dict[str, str] | None = None) -> Iterator[Proc
         proc.stop()
 
 
+def sigint_as_at_a_terminal() -> None:
+    """``preexec_fn`` for a child a test sends SIGINT (Ctrl-C): SIGINT as a command started at a
+    terminal has it. A test run started in the background of a script ignores SIGINT (POSIX
+    shells do that to background jobs without job control), and its children would inherit it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
