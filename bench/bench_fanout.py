@@ -38,7 +38,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -345,27 +345,47 @@ def _read(reader: _Reader, latencies: list[int], verdict: Verdict, record: bool)
     return True
 
 
-def run_one(kind: str, readers: int) -> dict[str, Any]:
-    port = _free_port()
-    split = _cpus()
+@contextlib.contextmanager
+def server_process(module: str, args: list[str], port: int, ready: str,
+                   timeout: float) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m MODULE serve ARGS`` of this checkout in a process of its own, pinned to one
+    CPU and this process to the other (``_cpus``), once ``GET ready`` answers; SIGINT at exit
+    (SIGKILL after 15 s)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    proc = subprocess.Popen([sys.executable, "-m", "bench.bench_fanout", "serve", kind, str(port)],
-                            cwd=ROOT, env=env)
-    sel = selectors.DefaultSelector()
-    socks: list[_Reader] = []
+    proc = subprocess.Popen([sys.executable, "-m", module, "serve", *args], cwd=ROOT, env=env)
     try:
+        split = _cpus()
         if split is not None:
             os.sched_setaffinity(proc.pid, split[0])
             os.sched_setaffinity(0, split[1])
         deadline = time.monotonic() + 20
         while True:
             try:
-                _request(port, "/info", timeout=1)
+                _request(port, ready, timeout=timeout)
                 break
             except OSError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def run_one(kind: str, readers: int) -> dict[str, Any]:
+    port = _free_port()
+    sel = selectors.DefaultSelector()
+    socks: list[_Reader] = []
+    with contextlib.ExitStack() as stack:
+        proc = stack.enter_context(server_process("bench.bench_fanout", [kind, str(port)], port,
+                                                  "/info", timeout=1))
+        stack.callback(sel.close)
+        stack.callback(lambda: [r.sock.close() for r in socks])
         rss0 = _rss_kib(proc.pid)
         verdict = Verdict()
         latencies: list[int] = []
@@ -431,16 +451,6 @@ def run_one(kind: str, readers: int) -> dict[str, Any]:
             "info_max": max(info_ms) if info_ms else float("nan"),
             "loop": gcinfo["loop"], "gc": gcinfo["gc"],
         }
-    finally:
-        for r in socks:
-            r.sock.close()
-        sel.close()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def main(rounds: int, readers: tuple[int, ...] = READERS, kinds: tuple[str, ...] = KINDS) -> str:

@@ -25,10 +25,8 @@ import gc
 import os
 import resource
 import selectors
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -38,16 +36,15 @@ import msgspec
 
 from bench._harness import machine_line, table
 from bench.bench_fanout import (
-    ROOT,
     STREAMS,
     Receive,
     Scope,
     Send,
     _cpu_seconds,
-    _cpus,
     _free_port,
     _request,
     chunk_json,
+    server_process,
 )
 
 HEAD = 200  # chunks per stream before the restart
@@ -256,30 +253,20 @@ def _purge_redis(prefix: str) -> None:
 
 def run_one(kind: str, readers: int) -> dict[str, Any]:
     port = _free_port()
-    split = _cpus()
     prefix = f"bench-storm-{os.getpid()}-{port}"
     if kind == "streamwire redis":
         _fill_redis(prefix)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    proc = subprocess.Popen([sys.executable, "-m", "bench.bench_storm", "serve", kind, str(port),
-                             prefix], cwd=ROOT, env=env)
     sel = selectors.DefaultSelector()
     socks: list[_Reader] = []
     errors = _Errors()
     load = os.getloadavg()[0]
-    try:
-        if split is not None:
-            os.sched_setaffinity(proc.pid, split[0])
-            os.sched_setaffinity(0, split[1])
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                _request(port, "/ready", timeout=5)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+    with contextlib.ExitStack() as stack:
+        if kind == "streamwire redis":
+            stack.callback(_purge_redis, prefix)
+        proc = stack.enter_context(server_process("bench.bench_storm", [kind, str(port), prefix],
+                                                  port, "/ready", timeout=5))
+        stack.callback(sel.close)
+        stack.callback(lambda: [r.sock.close() for r in socks])
         path = b"/streams/f%d/sse" if kind.startswith("streamwire") else b"/streams/%d/sse"
         cpu0 = _cpu_seconds(proc.pid)
         t0 = time.monotonic()
@@ -312,18 +299,6 @@ def run_one(kind: str, readers: int) -> dict[str, Any]:
         wait(HEAD + LIVE, "the live chunks after it")
         return {"kind": kind, "attach": attach, "cpu": cpu, "errors": errors.count,
                 "first_error": errors.first, "load": load}
-    finally:
-        for r in socks:
-            r.sock.close()
-        sel.close()
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if kind == "streamwire redis":
-            _purge_redis(prefix)
 
 
 def main(rounds: int, readers: int = READERS, kinds: tuple[str, ...] = KINDS) -> str:
