@@ -51,8 +51,9 @@ from ._common import (
     truncated_frame,
 )
 
-__all__ = ["JOIN_MAX_FRAMES", "Join", "Joined", "ReadPosition", "ReadView", "ReaderState", "Step",
-           "attach", "in_step", "is_truncated", "join_frames", "next_frames", "settled"]
+__all__ = ["JOIN_MAX_FRAMES", "Join", "Joined", "Push", "ReadPosition", "ReadView", "ReaderState",
+           "Step", "attach", "in_step", "is_truncated", "join_frames", "next_frames", "pushable",
+           "settled"]
 
 #: What ``next_frames`` returns: the frames to deliver and whether they end the reader (an empty
 #: list that does not end it means: wait for a wake-up), or None: the view does not hold what the
@@ -144,6 +145,9 @@ Joined: TypeAlias = tuple[list[StreamFrame], ReaderState]
 #: ``ReadPosition.join``: ``join(cursor)`` -> ``Joined`` or None (see ``join_frames``).
 Join: TypeAlias = Callable[[int], Awaitable[Joined | None]]
 
+#: ``ReadPosition.push``: takes a page of chunks the log read for the reader in the writer's task.
+Push: TypeAlias = Callable[[Sequence[StreamFrame]], Awaitable[None]]
+
 #: The most frames ``join_frames`` gives a joining reader at once: one further behind replays on
 #: its own reader (a storm of re-attaches is readers a few pages behind, not a full replay).
 JOIN_MAX_FRAMES: Final = 512
@@ -163,9 +167,18 @@ class ReadPosition:
     at a cursor would get up to its ``caught-up`` when it would then be in step with this one
     (``join_frames`` on a view the backend reads once for many joiners), so that reader never
     needs one of its own.
+
+    A paged consumer may also set ``push``: a log whose writers live in the same event loop
+    (``MemoryLog``) then hands a parked reader's next page of chunks to ``await push(page)`` from
+    the appending task itself, with ``last`` and ``page`` set as for a yielded batch, instead of
+    waking the reader's task: the consumer's writes happen in the writer's turn of the loop, as a
+    hand-written broadcast's do. Only pages of chunks are pushed (``pushable``); anything else
+    (a marker, a terminal, ``truncated``) and a consumer that set ``push`` back to None wake the
+    reader as before. ``push`` must not raise, and must not wait on a slow client: a consumer
+    that has to pace sets ``push`` to None and paces in its own task.
     """
 
-    __slots__ = ("join", "last", "page", "paged", "state")
+    __slots__ = ("join", "last", "page", "paged", "push", "state")
 
     def __init__(self) -> None:
         self.state: ReaderState | None = None
@@ -173,6 +186,7 @@ class ReadPosition:
         self.join: Join | None = None
         self.paged = False
         self.page: Sequence[StreamFrame] = ()
+        self.push: Push | None = None
 
 
 def in_step(a: ReadPosition, a_delivered: StreamFrame, b: ReadPosition,
@@ -288,3 +302,14 @@ def settled(reader: ReaderState, view: ReadView, closed: bool = False) -> bool:
     return (reader.caught_up and not closed and reader.pos == view.head
             and reader.mark == view.marks and view.status == "active" and not view.deleted
             and view.epoch == reader.epoch and view.lost_above <= reader.pos)
+
+
+def pushable(reader: ReaderState, view: ReadView, closed: bool = False) -> bool:
+    """Would ``next_frames(reader, view, closed)`` give a page of chunks, and nothing else? True
+    only for a caught-up reader of the stream's epoch that owes no marker, lost nothing above
+    its position, and has chunks above it; the stream is not deleted and the log not closed (a
+    whole view: the chunks above the position are retained). What a log may hand to
+    ``ReadPosition.push``."""
+    pos = reader.pos
+    return (reader.caught_up and not closed and pos < view.head and reader.mark == view.marks
+            and not view.deleted and view.epoch == reader.epoch and view.lost_above <= pos)

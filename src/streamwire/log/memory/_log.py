@@ -1,17 +1,17 @@
 """``MemoryLog``: the default ``StreamLog``, in this process's memory.
 
 Theory of operation: each stream is one list of ``(sequence, step, chunk)`` tuples, ordered by
-sequence (an append always adds the highest one), plus its status and payload. Every method is
-an ``async def`` with no ``await`` inside, so on one event loop each one is atomic: sequences are
-gap-free under any number of concurrent appenders without a lock.
+sequence (an append always adds the highest one), plus its status and payload. Every method
+changes the stream with no ``await`` before the change is whole, so on one event loop each change
+is atomic: sequences are gap-free under any number of concurrent appenders without a lock.
 
-A reader is pull-based: it remembers its position and, each time it wakes, takes the next batch of
-retained chunks above it (a ``bisect`` by sequence), by the read rules every backend shares
-(``streamwire.log._reader``; the stream's state is in ``streamwire.log.memory._stream``). The log
-buffers nothing per reader, and an append never waits on one; it only wakes the readers parked on
-the stream (no polling). ``rewound`` markers are kept per stream (bounded) with the head at the
-time, so each reader delivers them exactly where they happened, and only to readers attached
-before the cleanup.
+A reader is pull-based: each time it wakes it takes the next batch of retained chunks above its
+position (a ``bisect``), by the read rules every backend shares (``streamwire.log._reader``; the
+stream's state is in ``streamwire.log.memory._stream``). The log buffers nothing per reader, and
+an append never waits on one: it wakes the readers parked on the stream (no polling), and hands
+the new chunks to the stream server's hubs in its own task (``ReadPosition.push``). ``rewound``
+markers are kept per stream (bounded) with the head at the time, so each reader delivers them
+exactly where they happened, and only to readers attached before the cleanup.
 """
 
 from __future__ import annotations
@@ -239,8 +239,8 @@ class MemoryLog:
         st.nbytes += len(chunk)
         if len(entries) > st.trim_at or st.nbytes > self.max_bytes_per_stream:
             self._trim(st)
-        if st.waiters or st.wake is not None:
-            st.notify()
+        if st.waiters or st.wake is not None or st.taps:
+            await st.appended(self._closed)
         return seq
 
     async def append_many(self, stream_id: str, chunks: Sequence[tuple[int, bytes]], *,
@@ -279,7 +279,7 @@ class MemoryLog:
         if producer is not None:
             st.producers[producer.id] = record(st.producers.get(producer.id), producer, first,
                                                seq - first)
-        st.notify()
+        await st.appended(self._closed)
         return list(range(first, seq))
 
     @staticmethod
@@ -465,7 +465,7 @@ class MemoryLog:
                     if st.lease_timer is None and st.status == "active":
                         st.lease_timer = loop.call_later(
                             st.lease_until - time.monotonic(), self._lease_due, st)
-                    fut = st.park(loop)
+                    fut = st.park(loop, position)
                     try:
                         await fut
                     except BaseException:

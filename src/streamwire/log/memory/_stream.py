@@ -4,6 +4,8 @@
 On asyncio each parked reader waits on a bare future of its own: two objects per wait (the future
 and one coroutine) instead of the six of an ``anyio.Event`` wait, which keeps the wake-up short and
 the garbage collector's young generation small; other event loops (trio) wait on an ``anyio.Event``.
+A reader whose consumer takes pushed pages (``ReadPosition.push``, the stream server's hub) parks
+as a tap instead: an append hands it the new chunks in the appender's task (``Stream.push``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ...frames import ChunkFrame, RewoundFrame, TerminalFrame
 from .. import StreamStatus
 from .._common import terminal_frame
 from .._producers import ProducerState
+from .._reader import ReadPosition, next_frames, pushable, settled
 
 __all__ = ["READ_BATCH", "Stream", "asyncio_loop"]
 
@@ -47,8 +50,8 @@ class Stream:
         "deleted", "entries", "epoch", "expires_at", "head", "lease_timer", "lease_until",
         "lost_above", "marker_base",
         "markers", "max_chunks", "nbytes", "payload", "producers", "readers", "run_start",
-        "start", "status", "stream_id", "trim_at", "trimmed", "truncated_at_step", "version",
-        "waiters", "wake")
+        "start", "status", "stream_id", "taps", "trim_at", "trimmed", "truncated_at_step",
+        "version", "waiters", "wake")
 
     def __init__(self, stream_id: str, epoch: str, max_chunks: int) -> None:
         self.stream_id = stream_id
@@ -71,6 +74,8 @@ class Stream:
         self.producers: dict[str, ProducerState] = {}  # idempotent writers, by producer id
         self.readers = 0
         self.waiters: list[asyncio.Future[None]] = []  # asyncio readers parked on the stream
+        #: parked readers whose consumer takes pushed pages, with their positions
+        self.taps: list[tuple[asyncio.Future[None], ReadPosition]] = []
         self.wake: anyio.Event | None = None  # readers on other event loops
         self.expires_at: float | None = None
         self.lease_until = 0.0  # time.monotonic() when the writer's lease lapses
@@ -112,6 +117,17 @@ class Stream:
         return terminal_frame(self.status, **self.payload)
 
     def notify(self) -> None:
+        """Wake every parked reader, taps included (a change other than new chunks)."""
+        taps = self.taps
+        if taps:
+            self.taps = []
+            for fut, _ in taps:
+                if not fut.done():
+                    fut.set_result(None)
+        self.wake_readers()
+
+    def wake_readers(self) -> None:
+        """Wake the parked readers that are not taps (new chunks: taps get them by ``push``)."""
         waiters = self.waiters
         if waiters:
             for fut in waiters:  # set_result only schedules the wake-ups: nothing re-enters here
@@ -123,11 +139,16 @@ class Stream:
             self.wake = None
             wake.set()
 
-    def park(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None]:
+    def park(self, loop: asyncio.AbstractEventLoop,
+             position: ReadPosition | None = None) -> asyncio.Future[None]:
         """A future the next ``notify`` resolves (asyncio); await it directly, and ``unpark`` it
-        if the wait is cancelled. No coroutine of its own: one object per wait."""
+        if the wait is cancelled. No coroutine of its own: one object per wait. With a
+        ``position`` that takes pushed pages, the reader parks as a tap."""
         fut = loop.create_future()
-        self.waiters.append(fut)
+        if position is not None and position.push is not None:
+            self.taps.append((fut, position))
+        else:
+            self.waiters.append(fut)
         return fut
 
     def unpark(self, fut: asyncio.Future[None]) -> None:
@@ -135,6 +156,36 @@ class Stream:
         reader that gave up)."""
         with contextlib.suppress(ValueError):
             self.waiters.remove(fut)
+        self.taps = [tap for tap in self.taps if tap[0] is not fut]
+
+    async def appended(self, closed: bool) -> None:
+        """Chunks were appended: wake the parked readers, and push them to the taps."""
+        self.wake_readers()
+        if self.taps:
+            await self.push(closed)
+
+    async def push(self, closed: bool) -> None:
+        """Hand each tap the chunks appended since it parked, in the appender's task; wake the
+        reader instead where the read rules give anything but chunks next, or its consumer took
+        ``push`` back. A tap stays parked, on the same future, while it is ``settled``."""
+        taps, self.taps = self.taps, []
+        for tap in taps:
+            fut, position = tap
+            reader = position.state
+            while not fut.done():
+                push = position.push
+                if push is None or reader is None or not pushable(reader, self, closed):
+                    fut.set_result(None)  # the reader's own task applies the rules
+                    break
+                step = next_frames(reader, self, closed)
+                assert step is not None  # a whole view; pushable: a page of chunks, not the end
+                page = step[0]
+                position.last, position.page = page[-1], page
+                await push(page)
+                if settled(reader, self, closed):
+                    if not fut.done():
+                        self.taps.append(tap)
+                    break
 
     async def wait_elsewhere(self) -> None:
         """Park until the next ``notify`` on an event loop other than asyncio's (trio)."""
