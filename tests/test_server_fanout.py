@@ -341,16 +341,16 @@ COMPLETED = EndFrame(status="completed")
 
 @pytest.fixture
 def queued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Messages the hub queued for lagging followers (``_fanout._enqueue`` calls), so a test
+    """Messages the hub queued for lagging followers (``_fanout.enqueue`` calls), so a test
     knows it took the lagging path."""
     calls = [0]
-    real = fanout_module._enqueue
+    real = fanout_module.enqueue
 
     def counting(*args: Any) -> None:
         calls[0] += 1
         real(*args)
 
-    monkeypatch.setattr(fanout_module, "_enqueue", counting)
+    monkeypatch.setattr(fanout_module, "enqueue", counting)
     return calls
 
 

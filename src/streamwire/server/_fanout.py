@@ -29,6 +29,13 @@ would give up to ``caught-up`` when then in step (``ReadPosition.join``: the rea
 view read for all), write that as one message (chunks encoded once per hub) and follow. Where
 that is not exact (the hub moved on; a marker, a terminal, a far cursor) they read alone.
 
+Where the log's writers run in this process (``MemoryLog``), the hub takes the pages of chunks
+the log pushes (``ReadPosition.push``): each append's chunks go out from the appending task, in
+its turn of the event loop, with no wake-up of the hub's task between the append and the writes
+(as a hand-written broadcast writes from its producer's task). Everything else still reaches the
+hub through its reader in its own task: terminals, markers, and every page while it paces (a
+push never waits: when a follower lags, the hub takes ``push`` back until it has paced).
+
 The hub owns its followers' state (``Follower``: the transport's buffer gauge, the outbox, its
 drainer); the connection only points at its ``Follower`` as its ``handoff`` while it follows.
 
@@ -41,9 +48,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any, Final, final
 
 from .._compat.uvicorn import Transport, reset_connection, resettable_transport
@@ -51,8 +60,9 @@ from ..frames import ChunkFrame, StreamFrame, encode_stream_frame, transport_dro
 from ..log import StreamLog, capabilities_of
 from ..log._reader import ReadPosition, in_step
 from ._asgi import Message, Receive, Send
-from ._engine import CLOSE_TIMEOUT, HEARTBEAT, WAITING, Connection, Outcome
+from ._engine import HEARTBEAT, WAITING, Connection, Outcome
 from ._joining import ENCODED_CACHE, Joining, batch_of, messages
+from ._outbox import cancel_drainer, enqueue, wake
 from ._settings import ServerSettings
 from ._wire import SHUTDOWN_FRAME, TERMINALS, failure_frame
 
@@ -77,8 +87,8 @@ def log_shares_readers(log: StreamLog) -> bool:
 class Fanout:
     """The hubs of one app, by stream id, and the settings they share."""
 
-    __slots__ = ("beats", "expose_errors", "forming", "heartbeat_interval", "hubs", "joinable",
-                 "max_backlog_bytes", "send_timeout")
+    __slots__ = ("beats", "context", "expose_errors", "forming", "heartbeat_interval", "hubs",
+                 "joinable", "max_backlog_bytes", "send_timeout")
 
     def __init__(self, settings: ServerSettings) -> None:
         self.hubs: dict[str, Hub] = {}
@@ -90,15 +100,18 @@ class Fanout:
         #: streams whose first re-attaching connection is forming a hub, for the others to join
         self.forming: dict[str, asyncio.Future[None]] = {}
         self.joinable = True  # until a hub's reader shows the log offers no ``join``
+        #: the context of the tasks hubs start (a push runs in the appender's: not theirs to see)
+        self.context = contextvars.copy_context()
 
     def _start_beats(self) -> None:
         if self.beats is None and self.heartbeat_interval:
             self.beats = asyncio.get_running_loop().create_task(
-                self._beat(self.heartbeat_interval))
+                self._beat(self.heartbeat_interval), context=self.context)
 
     def forget(self, hub: Hub) -> None:
         """``hub`` ends: no connection joins it any more (and no hub left: no heartbeats)."""
         hub.closing = True
+        hub.position.push = None
         if self.hubs.get(hub.stream_id) is hub:
             del self.hubs[hub.stream_id]
         beats = self.beats
@@ -186,7 +199,7 @@ class Fanout:
             follower = hub.add(conn, transport)
             follower.took = True
             self.joinable = position.join is not None
-            hub.task = asyncio.get_running_loop().create_task(hub.run())
+            hub.task = asyncio.get_running_loop().create_task(hub.run(), context=self.context)
             self._start_beats()
             self.formed(conn.stream_id)
             return follower
@@ -240,8 +253,9 @@ class Follower:
 class Hub:
     """One stream's shared reader and the connections that follow it."""
 
-    __slots__ = ("closing", "count", "current", "encoded", "fanout", "followers", "frames",
-                 "last_write", "position", "ready", "stream_id", "task", "waiting")
+    __slots__ = ("closing", "count", "current", "encoded", "error", "fanout", "followers",
+                 "frames", "last_write", "pace", "position", "ready", "stream_id", "task",
+                 "waiting")
 
     def __init__(self, fanout: Fanout, stream_id: str, frames: Any, position: ReadPosition,
                  current: StreamFrame, waiting: bool) -> None:
@@ -262,6 +276,8 @@ class Hub:
         self.ready: asyncio.Future[None] | None = None
         #: chunks encoded by sequence (in one epoch a sequence names one chunk: the same bytes)
         self.encoded: dict[int, bytes] = {}
+        self.pace = False  # a pushed page left a follower lagging: pace before the next page
+        self.error: Exception | None = None  # a pushed page's delivery failed: end the hub
 
     def add(self, conn: Connection, transport: Transport) -> Follower:
         follower = Follower(self, conn, transport)
@@ -275,7 +291,7 @@ class Hub:
         if follower in self.followers:
             del self.followers[follower]
             follower.conn.frames += self.count - follower.base
-            _wake(self)  # the others may all be ready now
+            wake(self)  # the others may all be ready now
         follower.hub = None
         follower.conn.handoff = None
         if not self.followers and not self.closing:
@@ -284,16 +300,16 @@ class Hub:
     def leave(self, follower: Follower) -> None:
         """The follower's client left (or its task ends): forget it, and its outbox."""
         self._remove(follower)
-        _cancel_drainer(follower)
+        cancel_drainer(follower)
 
     def stop(self, follower: Follower) -> None:
         """End a follower for the reason already in its connection's ``outcome`` (a shutdown):
         its outbox is replaced by the recoverable shutdown ``fail`` and the end of the body,
         written by its drainer (the reader re-attaches from what it actually received)."""
         self._remove(follower)
-        _cancel_drainer(follower)
+        cancel_drainer(follower)
         follower.outbox = None
-        _enqueue(self.fanout, follower, {"type": _HTTP_BODY, "body": encode_stream_frame(
+        enqueue(self.fanout, follower, {"type": _HTTP_BODY, "body": encode_stream_frame(
             SHUTDOWN_FRAME), "more_body": False})
 
     def evict(self, follower: Follower, why: str) -> None:
@@ -303,7 +319,7 @@ class Hub:
             conn.outcome = "evicted"
         logger.info("sse %s: evicting %s: %s", self.stream_id, conn.peer, why)
         self._remove(follower)
-        _cancel_drainer(follower)
+        cancel_drainer(follower)
         follower.outbox = None
         reset_connection(follower.send)
 
@@ -317,26 +333,18 @@ class Hub:
 
     async def run(self) -> None:
         """The hub's task: every frame of the shared reader to every follower, then the end."""
-        frames, position, encoded = self.frames, self.position, self.encoded
+        frames, position = self.frames, self.position
         position.paged = True  # each batch in one step (``ReadPosition.page``), one message
         end: StreamFrame | None = None
         outcome: Outcome = "done"
         try:
+            position.push = self._pushed
             async for last in frames:
                 self.current = last
-                bodies: list[bytes] = []
-                for frame in batch_of(position, last):
-                    if type(frame) in TERMINALS:
-                        end = frame
-                        break
-                    body = encode_stream_frame(frame)
-                    if type(frame) is ChunkFrame:
-                        self.waiting = False
-                        if len(encoded) >= ENCODED_CACHE:
-                            encoded.clear()
-                        encoded[frame.sequence] = body
-                    bodies.append(body)
-                self.count += len(bodies)
+                bodies, end = self._encode(batch_of(position, last))
+                if self.pace:  # a pushed page left a follower lagging: as if we paced after it
+                    self.pace = False
+                    await self._paced()
                 for body in messages(bodies):
                     if await self.broadcast(body, lagging=True):
                         await self._paced()
@@ -344,6 +352,13 @@ class Hub:
                     break
                 if self.closing:  # the last follower left (or was evicted) meanwhile
                     return
+                position.push = self._pushed
+        except asyncio.CancelledError:
+            error = self.error
+            if error is None:
+                raise
+            asyncio.current_task().uncancel()  # type: ignore[union-attr]  # (we cancelled it)
+            end, outcome = failure_frame(error, self.stream_id, self.fanout.expose_errors)
         except Exception as exc:
             end, outcome = failure_frame(exc, self.stream_id, self.fanout.expose_errors)
         finally:
@@ -355,6 +370,44 @@ class Hub:
             end, outcome = transport_drop_frame(
                 "the stream log's reader ended without a terminal frame"), "error"
         await self._finish(end, outcome)
+
+    def _encode(self, batch: Sequence[StreamFrame]) -> tuple[list[bytes], StreamFrame | None]:
+        """A batch's frames encoded up to its terminal (each chunk once, kept for joiners), and
+        the terminal, if it has one; counts them as delivered."""
+        encoded = self.encoded
+        bodies: list[bytes] = []
+        end: StreamFrame | None = None
+        for frame in batch:
+            if type(frame) in TERMINALS:
+                end = frame
+                break
+            body = encode_stream_frame(frame)
+            if type(frame) is ChunkFrame:
+                self.waiting = False
+                if len(encoded) >= ENCODED_CACHE:
+                    encoded.clear()
+                encoded[frame.sequence] = body
+            bodies.append(body)
+        self.count += len(bodies)
+        return bodies, end
+
+    async def _pushed(self, page: Sequence[StreamFrame]) -> None:
+        """A page of chunks the log pushed from an appending task (``ReadPosition.push``): the
+        same writes as ``run``'s, which never wait; a follower left lagging makes the hub take
+        ``push`` back and pace in its own task. Never raises into the appender: a failure ends
+        the hub from its own task, as ``run``'s would."""
+        self.current = page[-1]
+        try:
+            bodies, _ = self._encode(page)
+            for body in messages(bodies):
+                if await self.broadcast(body, lagging=True):
+                    self.position.push = None
+                    self.pace = True
+        except Exception as exc:
+            self.position.push = None
+            self.error = exc
+            if self.task is not None:
+                self.task.cancel()
 
     async def broadcast(self, body: bytes, *, lagging: bool) -> bool:
         """Write one message to every follower: directly to those whose transport takes it
@@ -373,7 +426,7 @@ class Hub:
                 except OSError:  # ASGI >= 2.4 servers raise once the client is gone
                     self.leave(follower)
             elif lagging:
-                _enqueue(fanout, follower, message)
+                enqueue(fanout, follower, message)
                 if follower.backlog > half and now - follower.last_write < STALL_GRACE:
                     slow = True
         return lagging and (slow or not direct)
@@ -393,7 +446,7 @@ class Hub:
                     for f in followers if f.outbox is not None):
                 return
             ready = self.ready = loop.create_future()
-            timer = loop.call_later(STALL_GRACE, _wake, self)  # a follower may stall meanwhile
+            timer = loop.call_later(STALL_GRACE, wake, self)  # a follower may stall meanwhile
             try:
                 await ready
             finally:
@@ -418,72 +471,4 @@ class Hub:
                 with contextlib.suppress(OSError):
                     await follower.send(message)
             else:
-                _enqueue(fanout, follower, message)
-
-
-def _enqueue(fanout: Fanout, follower: Follower, message: Message) -> None:
-    """Queue ``message`` behind what the follower has not taken yet; evict past the backlog
-    limit."""
-    outbox = follower.outbox
-    if outbox is None:
-        outbox = follower.outbox = deque()
-        follower.backlog = 0
-        follower.last_write = _monotonic()  # lagging from now: STALL_GRACE counts from here
-    outbox.append(message)
-    follower.backlog += len(message["body"])
-    if follower.backlog > fanout.max_backlog_bytes and message["more_body"]:
-        hub = follower.hub
-        if hub is not None:
-            hub.evict(follower, f"{follower.backlog} bytes not taken, over max_backlog_bytes="
-                                f"{fanout.max_backlog_bytes} (create_app(max_backlog_bytes=...))")
-        return
-    if follower.drainer is None:
-        follower.drainer = asyncio.get_running_loop().create_task(
-            _drain(fanout, follower, outbox))
-
-
-async def _drain(fanout: Fanout, follower: Follower, outbox: deque[Message]) -> None:
-    """Write a lagging follower's outbox in order, each write bounded like a solo one's."""
-    try:
-        while outbox:
-            message = outbox[0]
-            last = not message["more_body"]
-            try:
-                async with asyncio.timeout(CLOSE_TIMEOUT if last else fanout.send_timeout):
-                    await follower.send(message)
-            except TimeoutError:
-                hub = follower.hub
-                if hub is not None:
-                    hub.evict(follower,
-                              f"a write stalled for send_timeout={fanout.send_timeout}s")
-                else:  # its last write: the peer stopped reading
-                    reset_connection(follower.send)
-                return
-            except OSError:
-                return  # the client left: its own task notices
-            outbox.popleft()
-            follower.backlog -= len(message["body"])
-            follower.last_write = _monotonic()
-            if last:
-                follower.conn.closed = True
-                return
-            if follower.backlog <= fanout.max_backlog_bytes >> 1:
-                _wake(follower.hub)
-        if follower.outbox is outbox:
-            follower.outbox = None
-            _wake(follower.hub)
-    finally:
-        follower.drainer = None
-
-
-def _wake(hub: Hub | None) -> None:
-    """Tell a hub waiting for a follower to drain (``Hub._paced``) that one did, or left."""
-    if hub is not None and hub.ready is not None and not hub.ready.done():
-        hub.ready.set_result(None)
-
-
-def _cancel_drainer(follower: Follower) -> None:
-    drainer = follower.drainer
-    if drainer is not None and drainer is not asyncio.current_task():
-        drainer.cancel()
-        follower.drainer = None
+                enqueue(fanout, follower, message)
