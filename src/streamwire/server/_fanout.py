@@ -75,6 +75,7 @@ _monotonic = time.monotonic
 STALL_GRACE: Final = 1.0
 _HTTP_BODY: Final = "http.response.body"
 FORMING_WAIT: Final = 1.0  # seconds a storm waits (``Fanout.prepare``) for its hub to form
+_LOW_WATERS: dict[int, int] = {}  # one int object per low-water mark in use (``Follower``)
 
 
 def log_shares_readers(log: StreamLog) -> bool:
@@ -212,16 +213,19 @@ class Fanout:
 class Follower:
     """A connection following a hub: the hub's state about it (``Connection.handoff``)."""
 
-    __slots__ = ("backlog", "base", "buffered", "conn", "drainer", "hub", "last_write",
-                 "low_water", "outbox", "send", "took")
+    __slots__ = ("backlog", "base", "conn", "drainer", "hub", "last_write", "low_water",
+                 "outbox", "send", "took", "transport")
 
     def __init__(self, hub: Hub, conn: Connection, transport: Transport) -> None:
         self.hub: Hub | None = hub
         self.conn = conn
         self.send = conn.send
-        #: the size of the transport's write buffer
-        self.buffered = transport.get_write_buffer_size
-        self.low_water = transport.get_write_buffer_limits()[0]
+        # A broadcast touches every follower's objects once per message: the transport (which
+        # ``send`` writes to anyway) rather than a bound method of it, and one int object shared
+        # by every follower with the same low-water mark, keep that to fewer cache lines.
+        self.transport = transport
+        low_water = transport.get_write_buffer_limits()[0]
+        self.low_water = _LOW_WATERS.setdefault(low_water, low_water)
         self.base = hub.count  # the hub's frame count when it joined
         self.outbox: deque[Message] | None = None  # a lagging follower's messages
         self.backlog = 0  # bytes in the outbox
@@ -419,7 +423,8 @@ class Hub:
         direct = slow = False
         half = fanout.max_backlog_bytes >> 1
         for follower in tuple(self.followers):
-            if follower.outbox is None and follower.buffered() <= follower.low_water:
+            if (follower.outbox is None
+                    and follower.transport.get_write_buffer_size() <= follower.low_water):
                 direct = True
                 try:
                     await follower.send(message)
@@ -466,7 +471,8 @@ class Hub:
             conn.handoff = None
             if conn.outcome == "open":
                 conn.outcome = outcome
-            if follower.outbox is None and follower.buffered() <= follower.low_water:
+            if (follower.outbox is None
+                    and follower.transport.get_write_buffer_size() <= follower.low_water):
                 conn.closed = True
                 with contextlib.suppress(OSError):
                     await follower.send(message)
