@@ -584,6 +584,32 @@ async def test_a_silent_dead_subscription_is_found_by_ping(own_redis: OwnRedis) 
         await log.aclose()
 
 
+async def test_a_ping_while_subscribed_to_nothing_keeps_the_subscription(prefix: str) -> None:
+    """Redis answers a PING outside subscribed mode with a plain ``PONG``, not ``[pong, ""]``:
+    after every reader left, the quiet subscription connection is PINGed, and must survive it
+    (it broke, failing the reader that attached as the PING went out)."""
+    require_redis()
+    log = RedisLog(SHARED, prefix=prefix, health_interval=0.1)
+    try:
+        await log.create_stream("s")
+        frames = log.read("s", 0)
+        await _until_caught_up(frames)
+        await frames.aclose()  # the last reader leaves: the connection unsubscribes
+        (dispatcher,) = log._dispatchers.values()
+        await anyio.sleep(0.6)  # several PINGs, with nothing subscribed
+        assert dispatcher.dead is None, dispatcher.dead
+        again = log.read("s", 0)
+        await _until_caught_up(again)
+        assert list(log._dispatchers.values()) == [dispatcher]  # the same connection
+        await log.append("s", 0, _chunk(0))
+        with anyio.fail_after(5):
+            assert isinstance(await anext(again), ChunkFrame)
+        await again.aclose()
+    finally:
+        await log.purge()
+        await log.aclose()
+
+
 def test_bad_settings_name_the_keyword() -> None:
     with pytest.raises(UsageError, match="command_timeout"):
         RedisLog(SHARED, command_timeout=0)

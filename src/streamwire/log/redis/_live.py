@@ -316,6 +316,9 @@ class Dispatcher:
         while True:
             raw = await read_reply(conn)
             self._heard = loop.time()
+            if raw == b"PONG":  # a PING while subscribed to nothing gets the plain reply
+                self._ping_at = None
+                continue
             if type(raw) is not list or len(cast(list[bytes], raw)) < 2:
                 raise LogError(f"unexpected reply on the Redis subscription: {raw!r}")
             reply = cast(list[bytes], raw)
