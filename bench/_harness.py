@@ -15,6 +15,18 @@ from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 
 
+def settle_as_serve() -> None:
+    """What ``streamwire serve`` does to the garbage collector once start-up is done (for a
+    streamwire candidate started the way ``serve`` starts it)."""
+    try:
+        from streamwire.cli.serve import settle_heap
+    except ImportError:  # code from before settle_heap: serve collected and froze
+        gc.collect()
+        gc.freeze()
+        return
+    settle_heap()
+
+
 def median_time(fn: Callable[[], object], *, rounds: int = 7, warmup: int = 1) -> float:
     """Median wall time of ``fn()`` in seconds over ``rounds`` runs (GC off while timing)."""
     for _ in range(warmup):

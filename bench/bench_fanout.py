@@ -9,8 +9,8 @@ client runs on the others):
 * ``raw broadcast`` -- the limit: each frame encoded once and sent to every reader's ASGI ``send``
   from the producer's task;
 * ``streamwire memory`` / ``streamwire redis`` -- ``create_app`` over ``MemoryLog`` / ``RedisLog``,
-  the producer appends to the log; started as ``streamwire serve`` starts it (``gc.freeze()`` once
-  start-up is done);
+  the producer appends to the log; started as ``streamwire serve`` starts it (``settle_heap``:
+  ``gc.freeze()`` and a young threshold of 10,000 once start-up is done);
 * ``sse-starlette + queue`` -- what users write: ``EventSourceResponse`` over a generator reading
   an ``asyncio.Queue`` per subscriber, the producer puts each event into every queue.
 
@@ -46,7 +46,7 @@ from typing import Any
 
 import msgspec
 
-from bench._harness import machine_line, table
+from bench._harness import machine_line, settle_as_serve, table
 
 ROOT = Path(__file__).resolve().parent.parent
 STREAMS = 10
@@ -218,8 +218,7 @@ def streamwire_app(backend: str, streams: int) -> Any:
     async def publish(stream: int, seq: int, due_ns: int) -> None:
         await log.append(f"f{stream}", 0, chunk_json(stream, seq, due_ns))
 
-    gc.collect()  # as ``streamwire serve`` does once start-up is done
-    gc.freeze()
+    settle_as_serve()
 
     ctl = _Control(publish, streams)
     created = False

@@ -7,8 +7,9 @@ Candidates, each in its own uvicorn process (same uvicorn, same event loop and H
   different tasks, as with a log: the same raw app, but each event is made by a producer task and
   handed to the connection's task through a bare asyncio future;
 * ``streamwire`` -- ``streamwire.server.create_app(MemoryLog())``: frames come out of the log;
-  started as ``streamwire serve`` starts it, with ``gc.freeze()`` once start-up is done;
-* ``streamwire, gc not frozen`` (latency only) -- the same without the freeze;
+  started as ``streamwire serve`` starts it (``settle_heap``: ``gc.freeze()`` and a young
+  threshold of 10,000 once start-up is done);
+* ``streamwire, gc not frozen`` (latency only) -- the same with the default garbage collector;
 * ``sse-starlette`` -- ``EventSourceResponse`` over an async generator of ``ServerSentEvent``;
 * ``fastapi.sse`` -- a FastAPI path operation with ``response_class=EventSourceResponse``.
 
@@ -54,7 +55,7 @@ from urllib.parse import parse_qs
 
 import msgspec
 
-from bench._harness import machine_line, table
+from bench._harness import machine_line, settle_as_serve, table
 from streamwire.sse import SSEDecoder, SSEEvent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -279,7 +280,7 @@ def fastapi_app() -> Any:
 
 def streamwire_app(freeze: bool = True) -> Any:
     """The stream server, plus ``/bench/produce`` to run the latency producers in-process;
-    ``freeze``: as ``streamwire serve``, ``gc.collect()`` and ``gc.freeze()`` once it is built."""
+    ``freeze``: as ``streamwire serve`` does once it is built (``settle_heap``)."""
     from streamwire.log.memory import MemoryLog
     from streamwire.server import create_app
 
@@ -305,10 +306,7 @@ def streamwire_app(freeze: bool = True) -> Any:
         await app(scope, receive, send)
 
     if freeze:
-        import gc
-
-        gc.collect()
-        gc.freeze()
+        settle_as_serve()
     return bench_app
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import resource
 import selectors
@@ -34,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from bench._harness import machine_line, table
+from bench._harness import machine_line, settle_as_serve, table
 from bench.bench_fanout import (
     STREAMS,
     Receive,
@@ -134,8 +133,7 @@ def streamwire_app(backend: str, prefix: str) -> Any:
     async def publish(k: int, seq: int) -> None:
         await log.append(f"f{k}", 0, chunk_json(k, seq, 0))
 
-    gc.collect()  # as ``streamwire serve`` does once start-up is done
-    gc.freeze()
+    settle_as_serve()
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         nonlocal filled

@@ -4,6 +4,7 @@ granian, each stopped with SIGTERM while streams are open."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import os
 import re
@@ -24,6 +25,7 @@ import streamwire
 from conftest import REDIS_URL, purge_redis_keys, require, require_redis
 from helpers.processes import Proc, frames_until_close, free_port, process, wait_up
 from streamwire.cli import main
+from streamwire.cli.serve import YOUNG_THRESHOLD
 from streamwire.frames import CaughtUpFrame, ChunkFrame, FailFrame
 
 pytestmark = pytest.mark.anyio
@@ -268,7 +270,10 @@ async def test_serve_auto_loop_without_uvloop_is_asyncio_and_freezes_startup_obj
     report = ("import gc\n_freeze = gc.freeze\n"
               "def freeze():\n    _freeze()\n"
               "    print('frozen', gc.get_freeze_count(), file=sys.stderr, flush=True)\n"
-              "gc.freeze = freeze")
+              "gc.freeze = freeze\n_set = gc.set_threshold\n"
+              "def set_threshold(*limits):\n    _set(*limits)\n"
+              "    print('threshold', *gc.get_threshold(), file=sys.stderr, flush=True)\n"
+              "gc.set_threshold = set_threshold")
     argv = _python_c(f"{NO_UVLOOP}\n{report}", "serve", "--port", "0", "--token", TOKEN)
     with process(argv) as proc:
         base = proc.wait_line(r"running on (http://127\.0\.0\.1:\d+)").group(1)
@@ -281,6 +286,10 @@ async def test_serve_auto_loop_without_uvloop_is_asyncio_and_freezes_startup_obj
         assert len(frozen) == 1
         assert frozen[0] < running[0]
         assert int(proc.lines[frozen[0]].split()[1]) > 10_000  # modules, app, routes
+        # then the young generation's threshold is raised (the older ones keep theirs)
+        young, *older = proc.lines[frozen[0] + 1].removeprefix("threshold ").split()
+        assert int(young) == YOUNG_THRESHOLD
+        assert older == [str(n) for n in gc.get_threshold()[1:]]
 
 
 def test_serve_loop_uvloop_without_uvloop_exits_2_naming_the_extra() -> None:
