@@ -404,49 +404,79 @@ async def test_caught_up_readers_share_one_reader_and_one_encode_per_frame(
 # ---- 2. a follower that stops reading is evicted; nobody else notices ---------------------------
 
 
+def sse_socket(port: int, stream_id: str, rcvbuf: int | None = None) -> socket.socket:
+    """A raw socket that asked for ``stream_id``'s SSE (``rcvbuf``: the receive window it
+    advertises, set before connecting)."""
+    sock = socket.socket()
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET /streams/%s/sse HTTP/1.1\r\nHost: t\r\n\r\n" % stream_id.encode())
+    return sock
+
+
+class ChunkedSSE:
+    """A 200 response with an HTTP/1.1 chunked SSE body, decoded as its bytes arrive."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.head = False
+        self.decoder = SSEDecoder()
+        self.frames: list[Frame] = []
+
+    def feed(self, data: bytes) -> None:
+        """Take the next bytes; decode every chunk that is whole."""
+        self.buffer += data
+        if not self.head:
+            head, sep, rest = self.buffer.partition(b"\r\n\r\n")
+            if not sep:
+                return
+            assert head.startswith(b"HTTP/1.1 200"), head[:200]
+            self.head, self.buffer = True, rest
+        while True:
+            size_line, sep, rest = self.buffer.partition(b"\r\n")
+            if not sep:
+                return
+            size = int(size_line.split(b";")[0], 16)
+            if len(rest) < size + 2:
+                return
+            self._decode(rest[:size])
+            self.buffer = rest[size + 2:]
+
+    def finish(self) -> None:
+        """The connection ended: decode the whole events of a last chunk cut short."""
+        size_line, sep, rest = self.buffer.partition(b"\r\n")
+        if self.head and sep:
+            self._decode(rest[:int(size_line.split(b";")[0], 16)])
+        self.buffer = b""
+
+    def _decode(self, data: bytes) -> None:
+        self.frames += [decode_stream_frame(e) for e in self.decoder.feed(data)]
+
+
 class StalledReader:
     """A raw socket with a tiny receive window that sends its request and reads nothing more
     until told to; then it reads what it was sent, to EOF or the reset."""
 
     def __init__(self, port: int, stream_id: str) -> None:
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        self.sock.connect(("127.0.0.1", port))
-        self.sock.sendall(b"GET /streams/%s/sse HTTP/1.1\r\nHost: t\r\n\r\n" % stream_id.encode())
+        self.sock = sse_socket(port, stream_id, 4096)
 
     def read_rest(self) -> tuple[list[Frame], bool]:
         """The frames it had been sent (complete events only), and whether it was reset."""
         self.sock.settimeout(5)
-        data = bytearray()
+        body = ChunkedSSE()
         reset = False
         try:
             while piece := self.sock.recv(1 << 16):
-                data += piece
+                body.feed(piece)
         except ConnectionResetError:
             reset = True
-        head, _, body = bytes(data).partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 200"), head[:200]
-        return decode_chunked_sse(body), reset
+        body.finish()
+        assert body.head, "no response head"
+        return body.frames, reset
 
     def close(self) -> None:
         self.sock.close()
-
-
-def decode_chunked_sse(body: bytes) -> list[Frame]:
-    """The SSE frames in an HTTP/1.1 chunked body, as far as it goes."""
-    decoder = SSEDecoder()
-    frames: list[Frame] = []
-    while body:
-        size_line, sep, rest = body.partition(b"\r\n")
-        if not sep:
-            break
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0 or len(rest) < size:
-            frames += [decode_stream_frame(e) for e in decoder.feed(rest[:size])]
-            break
-        frames += [decode_stream_frame(e) for e in decoder.feed(rest[:size])]
-        body = rest[size + 2:]
-    return frames
 
 
 async def test_a_follower_that_stops_reading_is_evicted_and_the_others_get_everything(

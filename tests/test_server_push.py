@@ -24,12 +24,10 @@ from streamwire.frames import (
     FailFrame,
     StreamFrame,
     UnknownFrame,
-    decode_stream_frame,
 )
 from streamwire.log.memory import MemoryLog
 from streamwire.server._fanout import Hub
-from streamwire.sse import SSEDecoder
-from test_server_fanout import SMALL_BUFFER, small_send_buffers
+from test_server_fanout import SMALL_BUFFER, ChunkedSSE, small_send_buffers, sse_socket
 
 pytestmark = pytest.mark.anyio
 __all__ = ["small_send_buffers"]  # a fixture, used by name
@@ -50,35 +48,16 @@ class RawReader:
     """A blocking raw-socket SSE reader of one stream, de-chunking and decoding what it gets."""
 
     def __init__(self, port: int, stream_id: str, rcvbuf: int | None = None) -> None:
-        self.sock = socket.socket()
-        if rcvbuf is not None:  # before connecting: the window it advertises
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock = sse_socket(port, stream_id, rcvbuf)
         OPEN.append(self.sock)
-        self.sock.connect(("127.0.0.1", port))
-        self.sock.sendall(b"GET /streams/%s/sse HTTP/1.1\r\nHost: t\r\n\r\n" % stream_id.encode())
-        self.buffer = b""
-        self.head = False
-        self.decoder = SSEDecoder()
-        self.frames: list[StreamFrame | UnknownFrame] = []
+        self.body = ChunkedSSE()
+
+    @property
+    def frames(self) -> list[StreamFrame | UnknownFrame]:
+        return self.body.frames
 
     def take(self, data: bytes) -> None:
-        self.buffer += data
-        if not self.head:
-            head, sep, self.buffer = self.buffer.partition(b"\r\n\r\n")
-            if not sep:
-                self.buffer = head
-                return
-            assert head.startswith(b"HTTP/1.1 200"), head[:200]
-            self.head = True
-        while True:
-            size_line, sep, rest = self.buffer.partition(b"\r\n")
-            if not sep:
-                return
-            size = int(size_line.split(b";")[0], 16)
-            if len(rest) < size + 2:
-                return
-            self.frames += [decode_stream_frame(e) for e in self.decoder.feed(rest[:size])]
-            self.buffer = rest[size + 2:]
+        self.body.feed(data)
 
     def read_until(self, done: type, limit: float = 10.0) -> None:
         """Block until a frame of type ``done`` arrived."""
