@@ -27,7 +27,7 @@ from streamwire.frames import (
     StreamFrame,
     TruncatedFrame,
 )
-from streamwire.log._reader import ReadPosition, in_step
+from streamwire.log._reader import ReaderState, ReadPosition, in_step, join_frames
 from streamwire.log.memory import MemoryLog
 from streamwire.log.sqlite import SQLiteLog
 
@@ -84,6 +84,10 @@ class Reader:
         frame = task.result()
         self.got.append(frame)
         return "frame", frame
+
+
+def vars_of(state: ReaderState) -> tuple[object, ...]:
+    return state.pos, state.mark, state.epoch, state.caught_up
 
 
 def joinable(reader: Reader) -> bool:
@@ -151,6 +155,26 @@ class Run:
         self.lock_in_step()
         await settle()
         self.harvest()
+        await self.check_joins()
+
+    async def check_joins(self) -> None:
+        """What ``ReadPosition.join`` gives (remembered per cursor while the stream's view is
+        unchanged: ``JoinMemo``) is what ``join_frames`` computes on the stream as it is now."""
+        view = self.log._get("s")
+        for reader in self.readers:
+            position, like = reader.position, reader.position.state
+            if position.join is None or like is None:
+                continue
+            for cursor in {0, view.head // 2, max(0, view.head - 3), view.head}:
+                fresh = join_frames(view, cursor, like, closed=self.log._closed)
+                for _ in range(2):  # computed, then remembered
+                    joined = await position.join(cursor)
+                    assert (joined is None) == (fresh is None)
+                    if joined is not None and fresh is not None:
+                        count("a join compared")
+                        assert joined[0] == fresh[0]
+                        assert joined[1] is not like
+                        assert vars_of(joined[1]) == vars_of(fresh[1])
 
 
 async def apply(run: Run, action: Action) -> None:

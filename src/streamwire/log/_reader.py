@@ -51,7 +51,7 @@ from ._common import (
     truncated_frame,
 )
 
-__all__ = ["JOIN_MAX_FRAMES", "Join", "Joined", "Push", "ReadPosition", "ReadView", "ReaderState",
+__all__ = ["JOIN_MAX_FRAMES", "JOIN_MEMO", "Join", "JoinMemo", "Joined", "Push", "ReadPosition", "ReadView", "ReaderState",
            "Step", "attach", "in_step", "is_truncated", "join_frames", "next_frames", "pushable",
            "settled"]
 
@@ -228,6 +228,49 @@ def join_frames(view: ReadView, cursor: int, like: ReaderState, *, epoch: str | 
     if reader.pos != like.pos or reader.mark != like.mark or reader.epoch != like.epoch:
         return None
     return out, reader
+
+
+#: Joins a ``JoinMemo`` keeps for one view (then it starts again: a bound, not an LRU).
+JOIN_MEMO: Final = 1024
+_UNSET: Final = object()
+
+
+@final
+class JoinMemo:
+    """``join_frames`` on one view, computed once per joining cursor: a storm's readers come
+    back at a few cursors, each many times, and every one at a cursor gets the same frames.
+
+    ``stamp`` names the view: a different stamp forgets every join (the view changed). Each
+    joiner gets the shared frames (read-only) and a ``ReaderState`` of its own."""
+
+    __slots__ = ("joins", "stamp")
+
+    def __init__(self) -> None:
+        self.stamp: object = _UNSET
+        self.joins: dict[tuple[object, ...], Joined | None] = {}
+
+    def join(self, stamp: object, view: ReadView, cursor: int, like: ReaderState, *,
+             epoch: str | None = None, closed: bool = False) -> Joined | None:
+        """``join_frames(view, cursor, like, epoch=epoch, closed=closed)``, remembered while
+        ``stamp`` is unchanged (raises, each time, what it raises)."""
+        joins = self.joins
+        if stamp != self.stamp:
+            self.stamp, joins = stamp, {}
+            self.joins = joins
+        key = (cursor, epoch, closed, like.pos, like.mark, like.epoch, like.caught_up)
+        if key in joins:
+            joined = joins[key]
+        else:
+            joined = join_frames(view, cursor, like, epoch=epoch, closed=closed)
+            if len(joins) >= JOIN_MEMO:
+                joins.clear()
+            joins[key] = joined
+        if joined is None:
+            return None
+        frames, state = joined
+        own = ReaderState(state.pos, state.mark, state.epoch)
+        own.caught_up = state.caught_up
+        return frames, own
 
 
 def is_truncated(cursor: int, *, run_start: int, floor: int, marker: int | None,

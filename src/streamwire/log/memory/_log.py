@@ -52,7 +52,7 @@ from .._common import (
     rewound_frame,
 )
 from .._producers import admit, check_producer, record
-from .._reader import Joined, ReaderState, ReadPosition, attach, join_frames, next_frames, settled
+from .._reader import Joined, ReaderState, ReadPosition, attach, next_frames, settled
 from .._records import RecordStore, check_kind
 from ._expiry import Expiries
 from ._records import MemoryRecordStore
@@ -480,7 +480,7 @@ class MemoryLog:
             st.readers -= 1
 
     async def _join(self, stream_id: str, like: ReaderState, cursor: int) -> Joined | None:
-        return join_frames(self._get(stream_id), cursor, like, closed=self._closed)
+        return self._get(stream_id).join(cursor, like, self._closed)
 
     async def aclose(self) -> None:
         """Forget every stream and end every reader with a recoverable ``FailFrame``."""

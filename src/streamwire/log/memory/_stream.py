@@ -23,7 +23,7 @@ from ...frames import ChunkFrame, RewoundFrame, TerminalFrame
 from .. import StreamStatus
 from .._common import terminal_frame
 from .._producers import ProducerState
-from .._reader import ReadPosition, next_frames, pushable, settled
+from .._reader import Joined, JoinMemo, ReaderState, ReadPosition, next_frames, pushable, settled
 
 __all__ = ["READ_BATCH", "Stream", "asyncio_loop"]
 
@@ -47,8 +47,8 @@ class Stream:
     ``ReadView`` (``streamwire.log._reader``): on one event loop, a synchronous look is consistent."""
 
     __slots__ = (
-        "deleted", "entries", "epoch", "expires_at", "head", "lease_timer", "lease_until",
-        "lost_above", "marker_base",
+        "changes", "deleted", "entries", "epoch", "expires_at", "head", "joins", "lease_timer",
+        "lease_until", "lost_above", "marker_base",
         "markers", "max_chunks", "nbytes", "payload", "producers", "readers", "run_start",
         "start", "status", "stream_id", "taps", "trim_at", "trimmed", "truncated_at_step",
         "version", "waiters", "wake")
@@ -81,6 +81,8 @@ class Stream:
         self.lease_until = 0.0  # time.monotonic() when the writer's lease lapses
         self.lease_timer: asyncio.TimerHandle | None = None  # parked readers' look at it
         self.deleted = False
+        self.changes = 0  # every change of the view but an append (``notify``)
+        self.joins = JoinMemo()
 
     def floor(self) -> int:
         entries = self.entries
@@ -116,8 +118,15 @@ class Stream:
     def terminal(self) -> TerminalFrame:
         return terminal_frame(self.status, **self.payload)
 
+    def join(self, cursor: int, like: ReaderState, closed: bool) -> Joined | None:
+        """``join_frames`` on this stream, once per cursor while the view is unchanged: every
+        change a reader can see either appends (the head moves) or wakes the readers
+        (``notify``), so the head and ``changes`` name the view."""
+        return self.joins.join((self.head, self.changes), self, cursor, like, closed=closed)
+
     def notify(self) -> None:
         """Wake every parked reader, taps included (a change other than new chunks)."""
+        self.changes += 1
         taps = self.taps
         if taps:
             self.taps = []

@@ -17,11 +17,11 @@ from ...frames import StreamFrame, TruncatedFrame
 from .._common import MAX_SAFE_INTEGER, check_cursor
 from .._reader import (
     Joined,
+    JoinMemo,
     ReaderState,
     ReadPosition,
     ReadView,
     attach,
-    join_frames,
     next_frames,
 )
 from ._commands import NotSent
@@ -56,8 +56,10 @@ class RedisReading:
     _dispatch_tasks: set[asyncio.Task[None]]
     _epochs: OrderedDict[str, str]
     _readers: set[Sub]
-    #: Per stream: the state a shared page was read for, its first cursor, and the page.
-    _join_pages: OrderedDict[str, tuple[tuple[int, int, str], int, asyncio.Future[Page | None]]]
+    #: Per stream: the state a shared page was read for, its first cursor, the page, and the
+    #: joins computed on it.
+    _join_pages: OrderedDict[str, tuple[tuple[int, int, str], int, asyncio.Future[Page | None],
+                                        JoinMemo]]
 
     def _keys(self, stream_id: str) -> tuple[str, str, str]:
         raise NotImplementedError
@@ -158,7 +160,7 @@ class RedisReading:
         shared = pages.get(stream_id)
         if shared is None or shared[0] != key:
             fetch = asyncio.ensure_future(self._page(stream_id, after, mark=like.mark))
-            shared = pages[stream_id] = (key, after, fetch)
+            shared = pages[stream_id] = (key, after, fetch, JoinMemo())
             pages.move_to_end(stream_id)
             if len(pages) > _JOIN_PAGES:
                 pages.popitem(last=False)
@@ -170,7 +172,8 @@ class RedisReading:
             raise
         if page is None:
             return None
-        return join_frames(page, cursor, like, epoch=self._epochs.get(stream_id))
+        # one memo per page: the page never changes (its stamp neither)
+        return shared[3].join(0, page, cursor, like, epoch=self._epochs.get(stream_id))
 
     def _remember(self, stream_id: str, epoch: str) -> None:
         self._epochs[stream_id] = epoch
