@@ -257,9 +257,9 @@ class Follower:
 class Hub:
     """One stream's shared reader and the connections that follow it."""
 
-    __slots__ = ("closing", "count", "current", "encoded", "error", "fanout", "followers",
-                 "frames", "last_write", "pace", "position", "ready", "stream_id", "task",
-                 "waiting")
+    __slots__ = ("catch_up_bytes", "catch_ups", "closing", "count", "current", "encoded", "error",
+                 "fanout", "followers", "frames", "last_write", "pace", "position", "ready",
+                 "stream_id", "task", "waiting")
 
     def __init__(self, fanout: Fanout, stream_id: str, frames: Any, position: ReadPosition,
                  current: StreamFrame, waiting: bool) -> None:
@@ -280,6 +280,9 @@ class Hub:
         self.ready: asyncio.Future[None] | None = None
         #: chunks encoded by sequence (in one epoch a sequence names one chunk: the same bytes)
         self.encoded: dict[int, bytes] = {}
+        #: joiners' catch-up bodies by their frames' id (``Joining.catch_up``), and their size
+        self.catch_ups: dict[int, tuple[list[StreamFrame], bytes]] = {}
+        self.catch_up_bytes = 0
         self.pace = False  # a pushed page left a follower lagging: pace before the next page
         self.error: Exception | None = None  # a pushed page's delivery failed: end the hub
 

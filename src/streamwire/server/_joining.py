@@ -13,10 +13,12 @@ from ..log._reader import ReaderState, ReadPosition, in_step
 if TYPE_CHECKING:
     from ._fanout import Hub
 
-__all__ = ["ENCODED_CACHE", "MESSAGE_BYTES", "Joining", "batch_of", "messages"]
+__all__ = ["CATCH_UP_BYTES", "ENCODED_CACHE", "MESSAGE_BYTES", "Joining", "batch_of", "messages"]
 
 #: Encoded chunks a hub keeps for its joiners (then it starts again: a bound, not an LRU).
 ENCODED_CACHE: Final = 4096
+#: Bytes of the catch-up bodies a hub keeps for the joiners still to come (then it starts again).
+CATCH_UP_BYTES: Final = 4 * 1024 * 1024
 #: Bytes of one batch's frames a hub writes as one message: a batch goes out at the pace of
 #: the followers, and well under ``max_backlog_bytes``.
 MESSAGE_BYTES: Final = 64 * 1024
@@ -46,10 +48,16 @@ class Joining:
         position, while that is exact (None: the hub moved on, or ended)."""
         if not self.in_step():
             return None
-        encoded, encode, parts = self.hub.encoded, encode_stream_frame, [self.first]
+        hub, frames = self.hub, self.frames
+        # the joiners at one cursor share their frames (``JoinMemo``): their body is encoded once
+        kept = hub.catch_ups.get(id(frames))
+        if kept is not None and kept[0] is frames:
+            return self.first + kept[1]
+        encoded, encode = hub.encoded, encode_stream_frame
+        parts: list[bytes] = []
         if len(encoded) > ENCODED_CACHE:
             encoded.clear()
-        for frame in self.frames:
+        for frame in frames:
             if type(frame) is ChunkFrame:
                 body = encoded.get(frame.sequence)
                 if body is None:
@@ -57,7 +65,14 @@ class Joining:
                 parts.append(body)
             else:
                 parts.append(encode(frame))
-        return b"".join(parts)
+        body = b"".join(parts)
+        if len(body) <= CATCH_UP_BYTES:
+            if hub.catch_up_bytes + len(body) > CATCH_UP_BYTES:
+                hub.catch_ups.clear()
+                hub.catch_up_bytes = 0
+            hub.catch_ups[id(frames)] = frames, body
+            hub.catch_up_bytes += len(body)
+        return self.first + body
 
 
 def messages(bodies: list[bytes]) -> list[bytes]:
