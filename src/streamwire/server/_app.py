@@ -23,7 +23,7 @@ from ..errors import UsageError
 from ..log import StreamLog
 from ..log._reader import ReadPosition
 from ..runs import Agent, Runs
-from ._asgi import Receive, Scope, Send
+from ._asgi import Receive, Scope, Send, header_of, query_param
 from ._auth import Access, Authorize, write_protection
 from ._chat import ChatAPI
 from ._chat_openapi import chat_openapi_paths
@@ -263,15 +263,15 @@ class StreamApp(Starlette):
         ``admitted`` (the tracing's) gets the connection once admitted."""
         request = Request(scope, receive)
         ctx, engine = self._ctx, self.engine
-        cors = ctx.cors_headers(request)
+        cors = ctx.cors_headers(scope)
         conn = None
         try:
             ctx.check_id(scope, stream_id)
-            header = request.headers.get("last-event-id")
+            header = header_of(scope, b"last-event-id")
             if header:
                 cursor = parse_cursor(header.strip(), "Last-Event-ID")
             else:
-                query = request.query_params.get("cursor")
+                query = query_param(scope, "cursor")
                 cursor = parse_cursor(query, "cursor") if query is not None else 0
             await ctx.owners.check_stream(await ctx.check_access(request, stream_id, "read"),
                                           stream_id)

@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ..log import StreamLog
-from ._asgi import Receive, Scope, Send
+from ._asgi import Receive, Scope, Send, header_of
 from ._auth import Access, Authorize, User, principal_of
 from ._engine import Connection, Engine
 from ._http import Refusal, check_stream_id, refusal_for, send_error
@@ -78,9 +78,9 @@ class RouteContext:
         """Refuse (400) a stream id that is too long or not printable UTF-8 text."""
         check_stream_id(stream_id, self.settings.max_stream_id_length, scope.get("raw_path"))
 
-    def cors_headers(self, request: Request) -> list[tuple[bytes, bytes]]:
+    def cors_headers(self, scope: Scope) -> list[tuple[bytes, bytes]]:
         """The CORS headers of a streaming answer (its route skips the CORS middleware)."""
-        origin = request.headers.get("origin")
+        origin = header_of(scope, b"origin")
         if origin is None or not (self._cors_any or origin in self._cors):
             return []
         if self._cors_any:

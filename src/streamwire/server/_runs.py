@@ -133,7 +133,7 @@ class RunsAPI:
         try:
             record = await self.owned(request, "read", run_id)
         except Exception as exc:
-            await self.ctx.refuse(send, exc, headers=self.ctx.cors_headers(request))
+            await self.ctx.refuse(send, exc, headers=self.ctx.cors_headers(request.scope))
             return
         if record.status != "running":
             try:
@@ -148,7 +148,7 @@ class RunsAPI:
     async def serve_record(self, scope: Scope, send: Send, request: Request,
                            record: RunRecord) -> None:
         """``/runs/{id}/sse`` of a run whose stream expired: its end, from its record."""
-        cors = self.ctx.cors_headers(request)
+        cors = self.ctx.cors_headers(request.scope)
         try:
             header = request.headers.get("last-event-id")
             query = request.query_params.get("cursor")
