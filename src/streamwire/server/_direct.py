@@ -314,6 +314,9 @@ class _ProducerSource:
     def last_words(self, conn: Connection) -> bytes:
         return self.writable._take()  # pyright: ignore[reportPrivateUsage]
 
+    def holds(self) -> bool:
+        return False
+
     async def aclose(self) -> None:
         return None
 

@@ -171,8 +171,13 @@ class Source(Protocol):
         """What goes before the end of the body when the connection ends ``shutdown``."""
         ...
 
+    def holds(self) -> bool:
+        """Has ``aclose`` anything to release? (None of a connection's time goes to a shielded
+        ``aclose`` with nothing to do.)"""
+        ...
+
     async def aclose(self) -> None:
-        """Release what the source holds (run once, shielded, after the pump)."""
+        """Release what the source holds (run once, shielded, after the pump, if it ``holds``)."""
         ...
 
 
@@ -302,8 +307,7 @@ class Engine:
                 conn.on_stop(conn)
         finally:
             if not running:  # the client left before the source ran: release what it holds
-                with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
-                    await source.aclose()
+                await _release(source)
             self.release(conn)
 
     async def _end(self, conn: Connection, source: Source, handoff: Handoff | None) -> None:
@@ -341,8 +345,7 @@ class Engine:
                     tg.cancel_scope.cancel()
                 conn.scope = None
         finally:
-            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
-                await source.aclose()
+            await _release(source)
         if result is None or result == MORE:
             if conn.outcome == "open":
                 conn.outcome = "done"
@@ -393,6 +396,13 @@ class Engine:
         """Connection counters."""
         return ServerStatistics(len(self.conns), self.opened, self.evicted, self.refused,
                                 self.draining)
+
+
+async def _release(source: Source) -> None:
+    """``source.aclose()`` if it ``holds`` anything: shielded, for up to ``CLOSE_TIMEOUT``."""
+    if source.holds():
+        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            await source.aclose()
 
 
 async def _close(conn: Connection, source: Source) -> None:

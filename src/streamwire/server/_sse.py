@@ -21,6 +21,7 @@ its first frame joins its stream's hub before the engine opens a task group for 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from types import AsyncGeneratorType
 from typing import Final, Literal
 
 import anyio
@@ -54,7 +55,8 @@ _MORE: Final = FailFrame(error="more", recoverable=True)
 class StreamSource:
     """One connection's log reader, as an ``_engine.Source``."""
 
-    __slots__ = ("eager", "expose_errors", "fanout", "follower", "frames", "joining", "position")
+    __slots__ = ("eager", "expose_errors", "fanout", "follower", "frames", "joining", "position",
+                 "started")
 
     def __init__(self, frames: AsyncIterator[StreamFrame], *, expose_errors: bool,
                  fanout: Fanout | None = None, position: ReadPosition | None = None,
@@ -68,6 +70,7 @@ class StreamSource:
         self.follower: Follower | None = None
         #: the hub it joins without reading on its own (``Fanout.prepare``), if any
         self.joining = joining if self.fanout is not None else None
+        self.started = False  # ``frames`` was iterated
 
     async def pump(self, conn: Connection, tg: anyio.abc.TaskGroup | None
                    ) -> Follower | Literal["more"] | None:
@@ -110,13 +113,18 @@ class StreamSource:
     def last_words(self, conn: Connection) -> bytes:
         return encode_stream_frame(SHUTDOWN_FRAME)
 
-    async def aclose(self) -> None:
+    def holds(self) -> bool:
         # a reader the hub took over stays the hub's (while the hub lives)
         follower = self.follower
         if follower is not None and follower.took and follower.hub is not None:
-            return
+            return False
+        # a log reader that never ran (one that joined its hub by ``Fanout.prepare``) holds
+        # nothing: an async generator's code, ``finally`` included, starts at its first step
+        return self.started or not isinstance(self.frames, AsyncGeneratorType)
+
+    async def aclose(self) -> None:
         aclose = getattr(self.frames, "aclose", None)
-        if aclose is not None:
+        if aclose is not None and self.holds():
             await aclose()
 
     async def _pump(self, conn: Connection, first_only: bool) -> FailFrame | None:
@@ -135,6 +143,7 @@ class StreamSource:
             position.paged = True
         in_send = False
         unyielded = 0
+        self.started = True
         try:
             async for last in frames:
                 page = batch_of(position, last)
