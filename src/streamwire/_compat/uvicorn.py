@@ -34,7 +34,7 @@ import socket
 import struct
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 import uvicorn
 
@@ -52,6 +52,10 @@ _TRANSPORT_METHODS: Final = ("abort", "get_extra_info", "get_write_buffer_size",
                              "get_write_buffer_limits")
 
 _version_ok: bool | None = None
+#: Per class of ``send``'s owner: is it uvicorn's request cycle?
+_CYCLES: dict[type, bool] = {}
+#: Per class of transport: has it what ``Transport`` names?
+_TRANSPORTS: dict[type, bool] = {}
 
 
 class Transport(Protocol):
@@ -91,16 +95,23 @@ def _tested() -> bool:
 def resettable_transport(send: Callable[..., Any]) -> Transport | None:
     """The transport under uvicorn's ASGI ``send`` (asyncio's or uvloop's), or None when
     ``send`` is anything else (another server, or wrapped by middleware)."""
-    owner = getattr(send, "__self__", None)
-    if owner is None or not type(owner).__module__.startswith("uvicorn.protocols.http."):
+    owner: object = getattr(send, "__self__", None)
+    if owner is None:
         return None
-    if not _tested():
+    kind: type = type(owner)
+    known = _CYCLES.get(kind)
+    if known is None:  # looked at once per class: every connection asks (the stream server's)
+        known = _CYCLES[kind] = kind.__module__.startswith("uvicorn.protocols.http.")
+    if not known or not (_version_ok or _tested()):
         return None
-    transport = getattr(owner, "transport", None)
-    if isinstance(transport, asyncio.Transport) or (
-            transport is not None and all(hasattr(transport, m) for m in _TRANSPORT_METHODS)):
-        return transport
-    return None
+    transport: object = getattr(owner, "transport", None)
+    if transport is None:
+        return None
+    shape = _TRANSPORTS.get(type(transport))
+    if shape is None:
+        shape = _TRANSPORTS[type(transport)] = isinstance(transport, asyncio.Transport) or all(
+            hasattr(transport, m) for m in _TRANSPORT_METHODS)
+    return cast(Transport, transport) if shape else None
 
 
 def reset_connection(send: Callable[..., Any]) -> bool:
