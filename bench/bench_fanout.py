@@ -366,6 +366,7 @@ def server_process(module: str, args: list[str], port: int, ready: str,
     CPU and this process to the other (``_cpus``), once ``GET ready`` answers; SIGINT at exit
     (SIGKILL after 15 s)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
+    original = os.sched_getaffinity(0)
     proc = subprocess.Popen([sys.executable, "-m", module, "serve", *args], cwd=ROOT, env=env)
     try:
         split = _cpus()
@@ -383,6 +384,9 @@ def server_process(module: str, args: list[str], port: int, ready: str,
                 time.sleep(0.1)
         yield proc
     finally:
+        # the next server is split from every CPU again (a child started while this process
+        # is pinned would share its CPU with the client)
+        os.sched_setaffinity(0, original)
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(15)
