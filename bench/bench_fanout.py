@@ -67,6 +67,11 @@ def chunk_json(stream: int, seq: int, due_ns: int) -> bytes:
     return b'{"k":%d,"s":%d,"t":%d,"p":"%s"}' % (stream, seq, due_ns, PAD.encode())
 
 
+#: The response headers streamwire's stream route answers with: the raw limits answer the same.
+SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"),
+               (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+
+
 def wire_frame(seq: int, chunk: bytes) -> bytes:
     """A chunk as wire v2 puts it on the wire (what streamwire writes): the raw limits write the
     same bytes, so the comparison is of the servers, not of the frames' sizes."""
@@ -145,7 +150,7 @@ def raw_app(streams: int) -> Any:
             return
         stream = int(scope["path"].rsplit("/", 2)[-2])
         await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream")]})
+                    "headers": SSE_HEADERS})
         subscribers[stream].append(send)
         while (await receive())["type"] != "http.disconnect":
             pass
