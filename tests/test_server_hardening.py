@@ -368,6 +368,7 @@ def test_server_modules_reach_into_no_private_attribute_of_another_library() -> 
     assert "_UVICORN_TESTED" in (compat / "uvicorn.py").read_text()
     assert "__self__" in (compat / "uvicorn.py").read_text()
     assert "_SHAPE_HOLDS" in (compat / "msgspec.py").read_text()
+    assert "_H11_TESTED" in (compat / "h11.py").read_text()
 
 
 async def test_the_reset_adapter_fits_the_installed_uvicorn() -> None:

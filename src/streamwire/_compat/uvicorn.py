@@ -1,6 +1,6 @@
 """uvicorn's undocumented parts streamwire relies on, each checked against the installed version.
 
-Two reach-ins, both with no public route:
+Three reach-ins, none with a public route:
 
 * **The connection's transport** (``resettable_transport``, ``reset_connection``). ASGI has no
   message that aborts a response. When an app raises, or returns before its body is complete,
@@ -16,6 +16,16 @@ Two reach-ins, both with no public route:
   return None / False and the caller closes the connection the ordinary way (the fallback), with
   one warning naming the version. ``tests/test_server_hardening.py`` fails when the installed
   uvicorn no longer has the shape.
+* **A body message written past ``send``** (``direct_body``, ``DirectBody``). A stream's hub writes
+  the same message to thousands of connections; uvicorn's h11 ``send`` turns each into an
+  ``h11.Data`` event, runs h11's state machine and frames it, per connection. ``DirectBody.write``
+  writes bytes framed once (``_compat.h11.h11_chunk``) to the transport, after the same checks
+  ``send`` makes (the client left, the transport paused writing, the response ended: then it
+  writes nothing and the caller uses ``send``). Only for the h11 request cycle (``cycle``'s
+  ``response_started``, ``response_complete``, ``disconnected``, ``flow.write_paused``,
+  ``transport``, ``conn``, ``scope``) of a response under way, not to a ``HEAD``, whose h11
+  connection sends a chunked body (``_compat.h11.chunked_body``), on the versions in
+  ``_UVICORN_TESTED``; httptools' cycle and anything else keep ``send``.
 * **``uvicorn.Server.handle_exit``** (``ExitHookServer``): the method uvicorn's signal handlers call
   (documented only in its source). It is overridden to run a callback on the server's loop first;
   ``ExitHookServer`` checks at construction that the installed ``uvicorn.Server`` still has it
@@ -34,12 +44,14 @@ import socket
 import struct
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, Protocol, cast, final
 
 import uvicorn
 
-__all__ = ["ExitHookServer", "Transport", "reset_connection", "resettable_transport",
-           "uvicorn_version"]
+from .h11 import chunked_body
+
+__all__ = ["DirectBody", "ExitHookServer", "Transport", "direct_body", "reset_connection",
+           "resettable_transport", "uvicorn_version"]
 
 logger = logging.getLogger("streamwire.server")
 
@@ -127,6 +139,47 @@ def reset_connection(send: Callable[..., Any]) -> bool:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_ZERO)
     transport.abort()
     return True
+
+
+#: The class of the h11 request cycle (``uvicorn.protocols.http.h11_impl``), once seen.
+_H11_CYCLE: Final = "uvicorn.protocols.http.h11_impl"
+_CYCLE_FIELDS: Final = ("response_started", "response_complete", "disconnected", "flow",
+                        "transport", "conn", "scope")
+
+
+@final
+class DirectBody:
+    """One uvicorn h11 response under way, written past its ``send`` (see the module docstring)."""
+
+    __slots__ = ("_cycle", "_flow", "_transport")
+
+    def __init__(self, cycle: Any) -> None:
+        self._cycle = cycle
+        self._flow = cycle.flow
+        self._transport = cycle.transport
+
+    def write(self, framed: bytes) -> bool:
+        """Write a body message with more to come, already framed (``_compat.h11.h11_chunk``), as
+        ``send`` would; False, with nothing written, where ``send`` must be used instead."""
+        cycle = self._cycle
+        if cycle.disconnected or cycle.response_complete or self._flow.write_paused:
+            return False
+        self._transport.write(framed)
+        return True
+
+
+def direct_body(send: Callable[..., Any]) -> DirectBody | None:
+    """A ``DirectBody`` for the response ``send`` (uvicorn's h11 ``send``, unwrapped) is
+    streaming, or None where its body messages must go through ``send``."""
+    owner: Any = getattr(send, "__self__", None)
+    if (owner is None or type(owner).__module__ != _H11_CYCLE or not (_version_ok or _tested())
+            or not all(hasattr(owner, name) for name in _CYCLE_FIELDS)
+            or not hasattr(owner.flow, "write_paused")):
+        return None
+    if (not owner.response_started or owner.response_complete or owner.disconnected
+            or owner.scope.get("method") == "HEAD" or not chunked_body(owner.conn)):
+        return None
+    return DirectBody(owner)
 
 
 def _check_server_shape() -> None:
