@@ -36,6 +36,11 @@ its turn of the event loop, with no wake-up of the hub's task between the append
 hub through its reader in its own task: terminals, markers, and every page while it paces (a
 push never waits: when a follower lags, the hub takes ``push`` back until it has paced).
 
+Under uvicorn's h11 protocol a follower's shared messages also skip its ``send``: the hub frames
+each message once as h11 would (one chunk of a chunked body) and writes those bytes to every
+follower's transport after the checks ``send`` makes (``_compat.uvicorn.DirectBody``), where
+``send`` would have run h11's event and state machinery once per follower.
+
 The hub owns its followers' state (``Follower``: the transport's buffer gauge, the outbox, its
 drainer); the connection only points at its ``Follower`` as its ``handoff`` while it follows.
 
@@ -55,7 +60,8 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, final
 
-from .._compat.uvicorn import Transport, reset_connection, resettable_transport
+from .._compat.h11 import h11_chunk
+from .._compat.uvicorn import Transport, direct_body, reset_connection, resettable_transport
 from ..frames import ChunkFrame, StreamFrame, encode_stream_frame, transport_drop_frame
 from ..log import StreamLog, capabilities_of
 from ..log._reader import ReadPosition, in_step
@@ -213,7 +219,7 @@ class Fanout:
 class Follower:
     """A connection following a hub: the hub's state about it (``Connection.handoff``)."""
 
-    __slots__ = ("backlog", "base", "conn", "drainer", "hub", "last_write", "low_water",
+    __slots__ = ("backlog", "base", "body", "conn", "drainer", "hub", "last_write", "low_water",
                  "outbox", "send", "took", "transport")
 
     def __init__(self, hub: Hub, conn: Connection, transport: Transport) -> None:
@@ -232,6 +238,8 @@ class Follower:
         self.last_write = _monotonic()  # of the outbox's last write (STALL_GRACE counts from it)
         self.drainer: asyncio.Task[None] | None = None
         self.took = False  # its connection's reader became the hub's
+        #: its response's body written past ``send`` (uvicorn's h11 cycle, chunked), if it can be
+        self.body = direct_body(conn.send)
 
     def stop(self) -> None:
         if self.hub is not None:
@@ -425,10 +433,17 @@ class Hub:
         fanout = self.fanout
         direct = slow = False
         half = fanout.max_backlog_bytes >> 1
+        framed: bytes | None = None  # what h11 would write for it: framed once, not per follower
         for follower in tuple(self.followers):
             if (follower.outbox is None
                     and follower.transport.get_write_buffer_size() <= follower.low_water):
                 direct = True
+                written = follower.body
+                if written is not None and body:  # (h11 writes nothing for an empty body)
+                    if framed is None:
+                        framed = h11_chunk(body)
+                    if written.write(framed):
+                        continue
                 try:
                     await follower.send(message)
                 except OSError:  # ASGI >= 2.4 servers raise once the client is gone
