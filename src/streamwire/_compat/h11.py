@@ -16,11 +16,12 @@ has the shape.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 from typing import Final
 
 import h11
+
+from ._versions import installed_version
 
 __all__ = ["chunked_body", "h11_chunk", "h11_version"]
 
@@ -36,11 +37,7 @@ _chunked_writer: type | None = None
 
 def h11_version() -> tuple[int, int]:
     """The installed h11's (major, minor); (-1, -1) when it cannot be read."""
-    try:
-        parts = importlib.metadata.version("h11").split(".")
-        return int(parts[0]), int(parts[1])
-    except (importlib.metadata.PackageNotFoundError, ValueError, IndexError):
-        return -1, -1
+    return installed_version("h11")
 
 
 def _tested() -> bool:

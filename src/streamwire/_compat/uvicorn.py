@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.metadata
 import inspect
 import logging
 import socket
@@ -48,6 +47,7 @@ from typing import Any, Final, Protocol, cast, final
 
 import uvicorn
 
+from ._versions import installed_version
 from .h11 import chunked_body
 
 __all__ = ["DirectBody", "ExitHookServer", "Transport", "direct_body", "reset_connection",
@@ -85,11 +85,7 @@ class Transport(Protocol):
 
 def uvicorn_version() -> tuple[int, int]:
     """The installed uvicorn's (major, minor); (-1, -1) when it cannot be read."""
-    try:
-        parts = importlib.metadata.version("uvicorn").split(".")
-        return int(parts[0]), int(parts[1])
-    except (importlib.metadata.PackageNotFoundError, ValueError, IndexError):
-        return -1, -1
+    return installed_version("uvicorn")
 
 
 def _tested() -> bool:
