@@ -51,9 +51,9 @@ from ._common import (
     truncated_frame,
 )
 
-__all__ = ["JOIN_MAX_FRAMES", "JOIN_MEMO", "Join", "JoinMemo", "Joined", "Push", "ReadPosition", "ReadView", "ReaderState",
-           "Step", "attach", "in_step", "is_truncated", "join_frames", "next_frames", "pushable",
-           "settled"]
+__all__ = ["JOIN_MAX_FRAMES", "JOIN_MEMO", "Join", "JoinMemo", "Joined", "Push", "ReadPosition",
+           "ReadView", "ReaderState", "Step", "attach", "in_step", "is_truncated", "join_frames",
+           "next_frames", "pushable", "settled"]
 
 #: What ``next_frames`` returns: the frames to deliver and whether they end the reader (an empty
 #: list that does not end it means: wait for a wake-up), or None: the view does not hold what the
