@@ -495,7 +495,9 @@ async def test_a_slow_reader_is_evicted_while_a_fast_one_keeps_up(backend: LogFa
             assert b"event: chunk" in data
             assert b"event: end" not in data
             assert b"event: fail" not in data
-            assert srv.app.statistics().open_connections == 0
+            # the server lets the reset connection go as its loop hears of it, which may be just
+            # after the client saw the reset
+            await wait_for(lambda: srv.app.statistics().open_connections == 0, limit=5)
 
 
 async def test_shutdown_ends_every_open_stream_with_a_recoverable_fail(backend: LogFactory) -> None:
