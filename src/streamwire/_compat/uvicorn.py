@@ -137,7 +137,7 @@ def reset_connection(send: Callable[..., Any]) -> bool:
     return True
 
 
-#: The class of the h11 request cycle (``uvicorn.protocols.http.h11_impl``), once seen.
+#: The module of uvicorn's h11 request cycle, and what ``DirectBody`` reads of the cycle.
 _H11_CYCLE: Final = "uvicorn.protocols.http.h11_impl"
 _CYCLE_FIELDS: Final = ("response_started", "response_complete", "disconnected", "flow",
                         "transport", "conn", "scope")

@@ -23,7 +23,7 @@ from ..errors import UsageError
 from ..log import StreamLog
 from ..log._reader import ReadPosition
 from ..runs import Agent, Runs
-from ._asgi import Receive, Scope, Send, header_of, query_param
+from ._asgi import Receive, Scope, Send
 from ._auth import Access, Authorize, write_protection
 from ._chat import ChatAPI
 from ._chat_openapi import chat_openapi_paths
@@ -36,7 +36,7 @@ from ._context import (
 )
 from ._engine import WAITING, Connection, Engine, ServerStatistics
 from ._fanout import Fanout, log_shares_readers
-from ._http import Refusal, WriteAPI, encode_json, parse_cursor
+from ._http import Refusal, WriteAPI, encode_json, reader_cursor
 from ._metrics import RunCounts, exposition
 from ._openapi import docs_routes, include_openapi, openapi_document, routing_error
 from ._ops import Probes
@@ -267,12 +267,7 @@ class StreamApp(Starlette):
         conn = None
         try:
             ctx.check_id(scope, stream_id)
-            header = header_of(scope, b"last-event-id")
-            if header:
-                cursor = parse_cursor(header.strip(), "Last-Event-ID")
-            else:
-                query = query_param(scope, "cursor")
-                cursor = parse_cursor(query, "cursor") if query is not None else 0
+            cursor = reader_cursor(scope)
             await ctx.owners.check_stream(await ctx.check_access(request, stream_id, "read"),
                                           stream_id)
             conn = engine.admit(stream_id, scope, cursor)

@@ -148,7 +148,7 @@ class ChatAPI:
 
     async def post(self, scope: Scope, receive: Receive, send: Send, _: str = "") -> None:
         request = Request(scope, receive)
-        cors = self.ctx.cors_headers(request.scope)
+        cors = self.ctx.cors_headers(scope)
         conn: Connection | None = None
         try:
             chat = ChatRequest.parse(await read_json(request, self.max_body))
@@ -311,7 +311,7 @@ class ChatAPI:
 
     async def resume(self, scope: Scope, receive: Receive, send: Send, chat_id: str) -> None:
         request = Request(scope, receive)
-        cors = self.ctx.cors_headers(request.scope)
+        cors = self.ctx.cors_headers(scope)
         try:
             chat_id = self._chat_id(chat_id)
             user = await self.ctx.check_access(request, chat_id, "read")

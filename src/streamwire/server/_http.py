@@ -37,7 +37,7 @@ from ..frames import EndStatus
 from ..log import Producer, StreamInfo, StreamLog
 from ..log._common import MAX_SAFE_INTEGER
 from ..log._producers import MAX_PRODUCER_ID
-from ._asgi import Send
+from ._asgi import Scope, Send, header_of, query_param
 from ._jsonscan import json_depth, top_level_commas
 
 __all__ = [
@@ -225,6 +225,16 @@ def parse_cursor(text: str, source: str) -> int:
     cursor = int(text)
     check_safe_integer(cursor, source)
     return cursor
+
+
+def reader_cursor(scope: Scope) -> int:
+    """Where a reader (re-)attaches: ``Last-Event-ID`` (what a browser's ``EventSource`` sends
+    back), else ``?cursor=``, else 0; refused (400) when not a cursor."""
+    header = header_of(scope, b"last-event-id")
+    if header:
+        return parse_cursor(header.strip(), "Last-Event-ID")
+    query = query_param(scope, "cursor")
+    return parse_cursor(query, "cursor") if query is not None else 0
 
 
 def check_safe_integer(value: int, what: str) -> None:

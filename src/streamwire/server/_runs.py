@@ -53,7 +53,7 @@ from ..runs._record import RunRecord, terminal_of
 from ._asgi import Receive, Scope, Send
 from ._auth import Access
 from ._context import RawRoute, RouteContext, StreamHandler
-from ._http import Refusal, encode_json, parse_cursor, read_json
+from ._http import Refusal, encode_json, read_json, reader_cursor
 from ._ids import check_client_id
 from ._openapi import NOT_JSON
 from ._owners import owner_id, require_owner
@@ -139,21 +139,17 @@ class RunsAPI:
             try:
                 await self.runs.log.info(record.stream_id)
             except StreamNotFoundError:  # expired: the record still knows how the run ended
-                await self.serve_record(scope, send, request, record)
+                await self.serve_record(scope, send, record)
                 return
             except StreamwireError:
                 pass  # the stream route answers the log's failure its own way
         await self.serve_sse(scope, receive, send, record.stream_id)
 
-    async def serve_record(self, scope: Scope, send: Send, request: Request,
-                           record: RunRecord) -> None:
+    async def serve_record(self, scope: Scope, send: Send, record: RunRecord) -> None:
         """``/runs/{id}/sse`` of a run whose stream expired: its end, from its record."""
-        cors = self.ctx.cors_headers(request.scope)
+        cors = self.ctx.cors_headers(scope)
         try:
-            header = request.headers.get("last-event-id")
-            query = request.query_params.get("cursor")
-            cursor = (parse_cursor(header.strip(), "Last-Event-ID") if header
-                      else parse_cursor(query, "cursor") if query is not None else 0)
+            cursor = reader_cursor(scope)
             if cursor > record.head:
                 raise Refusal(409, f"cursor {cursor} is above the run's head {record.head}: it "
                                    "names a chunk this run's stream never had")
