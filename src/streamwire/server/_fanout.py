@@ -267,7 +267,7 @@ class Hub:
 
     __slots__ = ("catch_up_bytes", "catch_ups", "closing", "count", "current", "encoded", "error",
                  "fanout", "followers", "frames", "last_write", "pace", "position", "ready",
-                 "stream_id", "task", "waiting")
+                 "started", "stream_id", "task", "waiting")
 
     def __init__(self, fanout: Fanout, stream_id: str, frames: Any, position: ReadPosition,
                  current: StreamFrame, waiting: bool) -> None:
@@ -284,6 +284,7 @@ class Hub:
         self.closing = False
         self.last_write = _monotonic()
         self.task: asyncio.Task[None] | None = None
+        self.started = False  # its task took its first step (``run``)
         #: resolved when a follower's outbox drains, while the hub waits for one (``_paced``)
         self.ready: asyncio.Future[None] | None = None
         #: chunks encoded by sequence (in one epoch a sequence names one chunk: the same bytes)
@@ -339,20 +340,26 @@ class Hub:
         reset_connection(follower.send)
 
     def _close(self) -> None:
-        """No follower is left: stop reading (the reader's own cleanup runs as it is cancelled)."""
+        """No follower is left: stop reading (the reader's own cleanup runs as it is cancelled).
+        A task not started yet is left to start: a coroutine cancelled before its first step
+        never runs its ``finally``, and the reader it was to close (``run``) would stay open."""
         self.fanout.forget(self)
-        if self.task is not None and self.task is not asyncio.current_task():
+        if self.started and self.task is not None and self.task is not asyncio.current_task():
             self.task.cancel()
 
     # ---- delivery -------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """The hub's task: every frame of the shared reader to every follower, then the end."""
+        """The hub's task: every frame of the shared reader to every follower, then the end.
+        The reader is the hub's to close, whatever ends it (``StreamSource.holds``)."""
+        self.started = True
         frames, position = self.frames, self.position
         position.paged = True  # each batch in one step (``ReadPosition.page``), one message
         end: StreamFrame | None = None
         outcome: Outcome = "done"
         try:
+            if self.closing:  # every follower left before the task's first step
+                return
             position.push = self._pushed
             async for last in frames:
                 self.current = last

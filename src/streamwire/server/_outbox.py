@@ -73,7 +73,8 @@ async def _drain(fanout: Fanout, follower: Follower, outbox: deque[Message]) -> 
             follower.outbox = None
             wake(follower.hub)
     finally:
-        follower.drainer = None
+        if follower.drainer is asyncio.current_task():  # (not the next one: ``Hub.stop``'s)
+            follower.drainer = None
 
 
 def wake(hub: Hub | None) -> None:

@@ -114,9 +114,10 @@ class StreamSource:
         return encode_stream_frame(SHUTDOWN_FRAME)
 
     def holds(self) -> bool:
-        # a reader the hub took over stays the hub's (while the hub lives)
+        # a reader the hub took over is the hub's for good: its task closes it (``Hub.run``),
+        # and may be inside it now, even once this connection left the hub
         follower = self.follower
-        if follower is not None and follower.took and follower.hub is not None:
+        if follower is not None and follower.took:
             return False
         # a log reader that never ran (one that joined its hub by ``Fanout.prepare``) holds
         # nothing: an async generator's code, ``finally`` included, starts at its first step
