@@ -56,23 +56,22 @@ import contextlib
 import contextvars
 import logging
 import time
-from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, final
 
 from .._compat.h11 import h11_chunk
-from .._compat.uvicorn import Transport, direct_body, reset_connection, resettable_transport
+from .._compat.uvicorn import Transport, reset_connection, resettable_transport
 from ..frames import ChunkFrame, StreamFrame, encode_stream_frame, transport_drop_frame
 from ..log import StreamLog, capabilities_of
 from ..log._reader import ReadPosition, in_step
-from ._asgi import Message, Receive, Send
+from ._asgi import Message, Send
 from ._engine import HEARTBEAT, WAITING, Connection, Outcome
+from ._follower import Follower, cancel_drainer, enqueue, wake
 from ._joining import ENCODED_CACHE, Joining, batch_of, messages
-from ._outbox import cancel_drainer, enqueue, wake
 from ._settings import ServerSettings
 from ._wire import SHUTDOWN_FRAME, TERMINALS, failure_frame
 
-__all__ = ["Fanout", "Follower", "Hub", "Joining", "log_shares_readers"]
+__all__ = ["Fanout", "Hub", "Joining", "log_shares_readers"]
 
 logger = logging.getLogger("streamwire.server")
 
@@ -81,7 +80,6 @@ _monotonic = time.monotonic
 STALL_GRACE: Final = 1.0
 _HTTP_BODY: Final = "http.response.body"
 FORMING_WAIT: Final = 1.0  # seconds a storm waits (``Fanout.prepare``) for its hub to form
-_LOW_WATERS: dict[int, int] = {}  # one int object per low-water mark in use (``Follower``)
 
 
 def log_shares_readers(log: StreamLog) -> bool:
@@ -213,52 +211,6 @@ class Fanout:
         if hub.closing or not in_step(position, delivered, hub.position, hub.current):
             return None
         return hub.add(conn, transport)
-
-
-@final
-class Follower:
-    """A connection following a hub: the hub's state about it (``Connection.handoff``)."""
-
-    __slots__ = ("backlog", "base", "body", "conn", "drainer", "hub", "last_write", "low_water",
-                 "outbox", "send", "took", "transport")
-
-    def __init__(self, hub: Hub, conn: Connection, transport: Transport) -> None:
-        self.hub: Hub | None = hub
-        self.conn = conn
-        self.send = conn.send
-        # A broadcast touches every follower's objects once per message: the transport (which
-        # ``send`` writes to anyway) rather than a bound method of it, and one int object shared
-        # by every follower with the same low-water mark, keep that to fewer cache lines.
-        self.transport = transport
-        low_water = transport.get_write_buffer_limits()[0]
-        self.low_water = _LOW_WATERS.setdefault(low_water, low_water)
-        self.base = hub.count  # the hub's frame count when it joined
-        self.outbox: deque[Message] | None = None  # a lagging follower's messages
-        self.backlog = 0  # bytes in the outbox
-        self.last_write = _monotonic()  # of the outbox's last write (STALL_GRACE counts from it)
-        self.drainer: asyncio.Task[None] | None = None
-        self.took = False  # its connection's reader became the hub's
-        #: its response's body written past ``send`` (uvicorn's h11 cycle, chunked), if it can be
-        self.body = direct_body(conn.send)
-
-    def stop(self) -> None:
-        if self.hub is not None:
-            self.hub.stop(self)
-
-    def leave(self) -> None:
-        if self.hub is not None:
-            self.hub.leave(self)
-
-    async def follow(self, receive: Receive) -> None:
-        """The follower's own task: wait for the client to leave (or the hub to end the
-        response, which uvicorn reports the same way), then leave the hub."""
-        try:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-        finally:
-            self.leave()
-        if self.conn.outcome == "open":
-            self.conn.outcome = "disconnect"
 
 
 @final

@@ -31,7 +31,8 @@ import anyio.lowlevel
 from ..frames import ChunkFrame, FailFrame, StreamFrame, encode_stream_frame, transport_drop_frame
 from ..log._reader import ReadPosition
 from ._engine import HEARTBEAT, MORE, Connection
-from ._fanout import Fanout, Follower
+from ._fanout import Fanout
+from ._follower import Follower
 from ._joining import Joining, batch_of, messages
 from ._wire import SHUTDOWN_FRAME, TERMINALS, failure_frame
 

@@ -1,24 +1,72 @@
-"""A lagging follower's outbox (``_fanout``): the messages its hub wrote while its transport was
-not taking them at once, written in order by a task that exists only while the outbox is not
-empty, each write bounded like a solo connection's."""
+"""A connection following a stream's hub (``_fanout``): the hub's state about it (``Follower``),
+and its outbox: the messages its hub wrote while its transport was not taking them at once,
+written in order by a task that exists only while the outbox is not empty, each write bounded
+like a solo connection's."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, final
 
-from .._compat.uvicorn import reset_connection
-from ._asgi import Message
-from ._engine import CLOSE_TIMEOUT
+from .._compat.uvicorn import Transport, direct_body, reset_connection
+from ._asgi import Message, Receive
+from ._engine import CLOSE_TIMEOUT, Connection
 
 if TYPE_CHECKING:
-    from ._fanout import Fanout, Follower, Hub
+    from ._fanout import Fanout, Hub
 
-__all__ = ["cancel_drainer", "enqueue", "wake"]
+__all__ = ["Follower", "cancel_drainer", "enqueue", "wake"]
 
 _monotonic = time.monotonic
+_LOW_WATERS: dict[int, int] = {}  # one int object per low-water mark in use (``Follower``)
+
+
+@final
+class Follower:
+    """A connection following a hub: the hub's state about it (``Connection.handoff``)."""
+
+    __slots__ = ("backlog", "base", "body", "conn", "drainer", "hub", "last_write", "low_water",
+                 "outbox", "send", "took", "transport")
+
+    def __init__(self, hub: Hub, conn: Connection, transport: Transport) -> None:
+        self.hub: Hub | None = hub
+        self.conn = conn
+        self.send = conn.send
+        # A broadcast touches every follower's objects once per message: the transport (which
+        # ``send`` writes to anyway) rather than a bound method of it, and one int object shared
+        # by every follower with the same low-water mark, keep that to fewer cache lines.
+        self.transport = transport
+        low_water = transport.get_write_buffer_limits()[0]
+        self.low_water = _LOW_WATERS.setdefault(low_water, low_water)
+        self.base = hub.count  # the hub's frame count when it joined
+        self.outbox: deque[Message] | None = None  # a lagging follower's messages
+        self.backlog = 0  # bytes in the outbox
+        self.last_write = _monotonic()  # of the outbox's last write (STALL_GRACE counts from it)
+        self.drainer: asyncio.Task[None] | None = None
+        self.took = False  # its connection's reader became the hub's
+        #: its response's body written past ``send`` (uvicorn's h11 cycle, chunked), if it can be
+        self.body = direct_body(conn.send)
+
+    def stop(self) -> None:
+        if self.hub is not None:
+            self.hub.stop(self)
+
+    def leave(self) -> None:
+        if self.hub is not None:
+            self.hub.leave(self)
+
+    async def follow(self, receive: Receive) -> None:
+        """The follower's own task: wait for the client to leave (or the hub to end the
+        response, which uvicorn reports the same way), then leave the hub."""
+        try:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+        finally:
+            self.leave()
+        if self.conn.outcome == "open":
+            self.conn.outcome = "disconnect"
 
 
 def enqueue(fanout: Fanout, follower: Follower, message: Message) -> None:
