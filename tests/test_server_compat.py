@@ -15,6 +15,7 @@ import msgspec
 import pytest
 import uvicorn
 
+import streamwire._compat._versions as compat_versions
 import streamwire._compat.msgspec as compat_msgspec
 import streamwire._compat.uvicorn as compat_uvicorn
 from helpers.server import wait_for
@@ -108,10 +109,10 @@ _Cycle.__module__ = "uvicorn.protocols.http.fake_impl"
 def test_the_reset_adapter_falls_back_outside_the_tested_uvicorn_versions(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     send = _Cycle().send
-    monkeypatch.setattr(compat_uvicorn, "_version_ok", None)
+    monkeypatch.setattr(compat_uvicorn._GATE, "ok", None)
     assert resettable_transport(send) is _Cycle.transport  # the tested range: the transport
-    monkeypatch.setattr(compat_uvicorn, "_version_ok", None)
-    monkeypatch.setattr(compat_uvicorn, "uvicorn_version", lambda: (1, 2))
+    monkeypatch.setattr(compat_uvicorn._GATE, "ok", None)
+    monkeypatch.setattr(compat_versions, "installed_version", lambda distribution: (1, 2))
     with caplog.at_level(logging.WARNING, "streamwire.server"):
         assert resettable_transport(send) is None  # the ordinary close
         assert resettable_transport(send) is None

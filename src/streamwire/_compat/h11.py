@@ -16,23 +16,29 @@ has the shape.
 
 from __future__ import annotations
 
-import logging
 from typing import Final
 
 import h11
 
-from ._versions import installed_version
+from ._versions import VersionGate, installed_version
 
 __all__ = ["chunked_body", "h11_chunk", "h11_version"]
-
-logger = logging.getLogger("streamwire.server")
 
 #: h11 versions (major, minor) whose ``Connection`` keeps its body writer in ``_writer`` and whose
 #: ``ChunkedWriter`` frames data as ``h11_chunk`` does: from 0.14 up to, not including, 0.17.
 _H11_TESTED: Final = ((0, 14), (0, 17))
 
-_version_ok: bool | None = None
-_chunked_writer: type | None = None
+_GATE: Final = VersionGate("h11", *_H11_TESTED,
+                           "writes a stream's shared messages past; each goes through uvicorn's "
+                           "send")
+
+_chunked_writer: type | None
+try:
+    from h11._writers import ChunkedWriter
+
+    _chunked_writer = ChunkedWriter
+except ImportError:  # moved: no connection's writer is it, and every body goes through ``send``
+    _chunked_writer = None
 
 
 def h11_version() -> tuple[int, int]:
@@ -40,30 +46,10 @@ def h11_version() -> tuple[int, int]:
     return installed_version("h11")
 
 
-def _tested() -> bool:
-    global _version_ok, _chunked_writer
-    if _version_ok is None:
-        version = h11_version()
-        low, high = _H11_TESTED
-        writer: object = None
-        try:
-            from h11 import _writers
-
-            writer = getattr(_writers, "ChunkedWriter", None)
-        except ImportError:
-            pass
-        _version_ok = low <= version < high and isinstance(writer, type)
-        _chunked_writer = writer if isinstance(writer, type) else None
-        if not _version_ok:
-            logger.warning("h11 %s.%s is outside the versions streamwire writes a stream's "
-                           "shared messages past; each goes through uvicorn's send", *version)
-    return _version_ok
-
-
 def chunked_body(conn: object) -> bool:
     """Is ``conn`` (an ``h11.Connection``) sending a response body in chunked framing, on a
     tested h11?"""
-    if not (_version_ok or _tested()):
+    if not (_GATE.ok or _GATE.passes()):
         return False
     return (type(getattr(conn, "_writer", None)) is _chunked_writer
             and getattr(conn, "our_state", None) is h11.SEND_BODY)

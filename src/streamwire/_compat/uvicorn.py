@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import logging
 import socket
 import struct
 from collections.abc import Callable
@@ -47,23 +46,22 @@ from typing import Any, Final, Protocol, cast, final
 
 import uvicorn
 
-from ._versions import installed_version
+from ._versions import VersionGate, installed_version
 from .h11 import chunked_body
 
 __all__ = ["DirectBody", "ExitHookServer", "Transport", "direct_body", "reset_connection",
            "resettable_transport", "uvicorn_version"]
 
-logger = logging.getLogger("streamwire.server")
-
 #: uvicorn versions (major, minor) whose request cycle was checked to hold ``transport`` and whose
 #: ``Server`` has ``handle_exit(sig, frame)`` and ``serve(sockets)``: from 0.30 up to, not
 #: including, 1.0.
 _UVICORN_TESTED: Final = ((0, 30), (1, 0))
+_GATE: Final = VersionGate("uvicorn", *_UVICORN_TESTED,
+                           "resets evicted connections on; they are closed the ordinary way")
 _LINGER_ZERO: Final = struct.pack("ii", 1, 0)
 _TRANSPORT_METHODS: Final = ("abort", "get_extra_info", "get_write_buffer_size",
                              "get_write_buffer_limits")
 
-_version_ok: bool | None = None
 #: Per class of ``send``'s owner: is it uvicorn's request cycle?
 _CYCLES: dict[type, bool] = {}
 #: Per class of transport: has it what ``Transport`` names?
@@ -88,18 +86,6 @@ def uvicorn_version() -> tuple[int, int]:
     return installed_version("uvicorn")
 
 
-def _tested() -> bool:
-    global _version_ok
-    if _version_ok is None:
-        version = uvicorn_version()
-        low, high = _UVICORN_TESTED
-        _version_ok = low <= version < high
-        if not _version_ok:
-            logger.warning("uvicorn %s.%s is outside the versions streamwire resets evicted "
-                           "connections on; they are closed the ordinary way", *version)
-    return _version_ok
-
-
 def resettable_transport(send: Callable[..., Any]) -> Transport | None:
     """The transport under uvicorn's ASGI ``send`` (asyncio's or uvloop's), or None when
     ``send`` is anything else (another server, or wrapped by middleware)."""
@@ -110,7 +96,7 @@ def resettable_transport(send: Callable[..., Any]) -> Transport | None:
     known = _CYCLES.get(kind)
     if known is None:  # looked at once per class: every connection asks (the stream server's)
         known = _CYCLES[kind] = kind.__module__.startswith("uvicorn.protocols.http.")
-    if not known or not (_version_ok or _tested()):
+    if not known or not (_GATE.ok or _GATE.passes()):
         return None
     transport: object = getattr(owner, "transport", None)
     if transport is None:
@@ -168,7 +154,7 @@ def direct_body(send: Callable[..., Any]) -> DirectBody | None:
     """A ``DirectBody`` for the response ``send`` (uvicorn's h11 ``send``, unwrapped) is
     streaming, or None where its body messages must go through ``send``."""
     owner: Any = getattr(send, "__self__", None)
-    if (owner is None or type(owner).__module__ != _H11_CYCLE or not (_version_ok or _tested())
+    if (owner is None or type(owner).__module__ != _H11_CYCLE or not (_GATE.ok or _GATE.passes())
             or not all(hasattr(owner, name) for name in _CYCLE_FIELDS)
             or not hasattr(owner.flow, "write_paused")):
         return None
