@@ -5,7 +5,8 @@ streams (async and sync), the chat replies and the dispatcher settle within seco
 two connections, and ``streamwire tail`` prints the failure once and exits 1. A first recoverable
 fail still re-attaches once; the same one again at the same cursor is stored (``RepeatedFail``).
 And a resume whose answer is lost, while its stream still ends ``paused``, is recovered by the
-dispatcher with exactly one resume and the resumed run's real outcome.
+dispatcher with exactly one resume and the resumed run's real outcome, and every chunk the resume
+emitted, also when the run ended before the dispatcher's ``/status`` question.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import anyio
 import httpx
+import msgspec
 import pytest
 
 from helpers.runs_agents import pauser
@@ -30,6 +32,7 @@ from streamwire.client import (
     AsyncChatReply,
     AsyncDispatcher,
     AsyncResumableStream,
+    AsyncRun,
     ChatReply,
     Dispatcher,
     ResumableStream,
@@ -40,6 +43,7 @@ from streamwire.errors import StreamFailedError
 from streamwire.frames import (
     ChunkCodec,
     ChunkFrame,
+    EndFrame,
     FailFrame,
     RemoteOutcomeKind,
     RepeatedFail,
@@ -172,7 +176,7 @@ def test_the_sync_dispatcher_settles_through_status(stored: tuple[Handle, str]) 
     assert time.monotonic() - began < LIMIT
 
 
-def _body(*frames: FailFrame) -> bytes:
+def _body(*frames: ChunkFrame | EndFrame | FailFrame) -> bytes:
     return b"".join(encode_stream_frame(f) for f in frames)
 
 
@@ -210,6 +214,36 @@ def test_repeated_fail_is_the_same_fail_at_the_same_cursor() -> None:
     rule.seen(gone, 2)
     rule.forget()
     assert not rule.seen(gone, 2)
+
+
+
+def test_a_status_that_ended_past_the_cursor_reads_the_stream_first() -> None:
+    # A resume recovered through /status: the stream still ended paused at cursor 2, and by the
+    # time /status is asked the resumed run has completed at head 4. Its chunks 3 and 4 are read
+    # from the stream before the run settles; once per head (a stream that no longer has them
+    # settles on the status's answer).
+    follow = Follow("r", 2, RetryPolicy(), recover_timeout=60, poll_interval=0.1,
+                    confirm_paused=True)
+    follow.begin()
+    assert follow.feed(_body(EndFrame(status="paused"))) == []
+    assert follow.need_status
+    assert follow.outcome is None
+    completed = {"status": "completed", "head": 4, "output": "done"}
+    follow.status_answer(completed, now=1.0)
+    assert follow.outcome is None
+    assert not follow.need_status
+    assert follow.begin()["Last-Event-ID"] == "2"
+    chunks = [ChunkFrame(sequence=n, chunk=msgspec.Raw(b'"x"')) for n in (3, 4)]
+    assert follow.feed(_body(*chunks, EndFrame(status="completed", output="done"))) == chunks
+    assert follow.outcome is not None
+    assert follow.outcome.status == "completed"
+
+    gone = Follow("r", 2, RetryPolicy(), recover_timeout=60, poll_interval=0.1)
+    gone.status_answer(completed, now=1.0)
+    assert gone.outcome is None  # read the stream first
+    gone.status_answer(completed, now=2.0)  # it gave nothing past 2 (truncated): settle
+    assert gone.outcome is not None
+    assert gone.outcome.status == "completed"
 
 
 # -- streamwire tail -------------------------------------------------------------------------------
@@ -257,6 +291,59 @@ class _LoseResumeAnswer(httpx.AsyncBaseTransport):
             response = await task
             await response.aclose()
         await self.inner.aclose()
+
+
+class _StaleFirstRead(httpx.AsyncBaseTransport):
+    """Answers the first ``GET .../sse`` with ``stale`` (the stream as it was before the resume,
+    ``end{paused}``: a read that landed before the server reopened it); everything else goes to
+    the server."""
+
+    def __init__(self, stale: bytes) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.stale: bytes | None = stale
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/sse") and self.stale is not None:
+            body, self.stale = self.stale, None
+            return httpx.Response(200, headers={"content-type": "text/event-stream"},
+                                  content=body, request=request)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_recovered_resume_that_ended_before_its_status_was_asked_loses_no_chunk(
+        backend: Backend) -> None:
+    """The race the lost-resume test below can land in: the follow's read still sees the old
+    ``end{paused}``, and by its ``/status`` question the resumed run has already completed. The
+    chunks the resume emitted are read before the run settles."""
+    with serving_runs(backend, [pauser], poll_interval=0.05) as handle:
+        base, run_id = handle.base, f"p{uuid.uuid4().hex[:8]}"
+        async with httpx.AsyncClient(base_url=base, timeout=10) as plain:
+            dispatcher = AsyncDispatcher(plain, base)
+            started = await dispatcher.start("pauser", run_id=run_id)
+            assert (await started.result()).status == "paused"
+            stale = (await plain.get(f"/runs/{run_id}/sse",
+                                     params={"cursor": started.cursor})).content
+            assert b"event: end" in stale
+            assert b"paused" in stale
+            resumed = await dispatcher.resume(run_id, {"word": "x"}, cursor=started.cursor)
+            assert (await resumed.result()).status == "completed"
+        transport = _StaleFirstRead(stale)
+        async with httpx.AsyncClient(transport=transport) as client:
+            follower = AsyncDispatcher(client, base, decode=ChunkCodec(Chat).decode,
+                                       poll_interval=0.1)
+            run = AsyncRun(follower, run_id, started.cursor, None, confirm_paused=True)
+            with anyio.fail_after(10):
+                words = [msg.data["chunk"] async for msg in run if msg is not None]
+            await transport.aclose()
+        assert run.outcome is not None
+        assert run.outcome.status == "completed"
+        assert words == ["x ", "c"]
+        assert transport.stale is None
+        assert run.connections == 2
 
 
 def _slow_reopen(seconds: float) -> Any:

@@ -92,6 +92,10 @@ class Follow:
     ``confirm_paused`` (a resume whose answer was lost and recovered through ``/status``): an
     ``end{paused}`` is checked against ``/status`` before it settles the run, since the stream
     may still hold the pause the resume ended.
+
+    A ``/status`` that says the run ended, at a head past the follow's cursor, does not settle it
+    at once: the chunks up to that head are read from the stream first (nothing is lost when the
+    run ended between the follow's last read and its question).
     """
 
     def __init__(self, run_id: str, cursor: int, policy: RetryPolicy,
@@ -113,6 +117,7 @@ class Follow:
         self._recover_since = -1.0
         self._repeats = RepeatedFail()
         self._stored_fail = False  # the stream answered the same fail twice at this cursor
+        self._read_to = -1  # the head of a final /status the stream was re-read for
 
     def begin(self) -> dict[str, str]:
         """A connection opens: its headers."""
@@ -179,6 +184,13 @@ class Follow:
         self.need_status = False
         outcome = outcome_from_status(body)
         if outcome is not None:
+            head = body.get("head")
+            if type(head) is int and head > self.cursor and head != self._read_to:
+                # It ended after this follow last read its stream, which still holds the chunks
+                # up to its end: read them (its terminal settles it). Once per head: a stream
+                # that cannot give them (truncated, expired) settles on this answer next time.
+                self._read_to = head
+                return
             self.outcome = outcome
             return
         self.status_unavailable(None, now)
